@@ -1,0 +1,11 @@
+// Package api is Orderly's HTTP interface on github.com/go-chi/chi/v5: JSON
+// in and out, RFC 9457 problem+json for every error, bearer API keys mapped
+// to tenants, and the Idempotency-Key header field
+// (draft-ietf-httpapi-idempotency-key-header) on every side-effecting POST.
+//
+// The one table from application error codes to HTTP status and problem
+// type is in problem.go. Request bodies are read through
+// http.MaxBytesReader (413 past the limit), must be application/json (415),
+// and are decoded strictly: unknown members, duplicate members, trailing
+// data and malformed JSON are 400s that change nothing.
+package api

@@ -1,0 +1,111 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+)
+
+// readBody reads the request body (at most cfg.MaxBodyBytes, else 413) and
+// decodes it strictly into v: application/json only (415), no unknown
+// members, no duplicate members, no trailing data (400). An empty body is a
+// 400 when required, and decodes nothing otherwise. It returns the raw body
+// for fingerprinting.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request, v any, required bool) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, order.Errorf(codeTooLarge, "the request body exceeds %d bytes", tooLarge.Limit)
+		}
+		return nil, order.Errorf(order.EInvalid, "the request body could not be read")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if required {
+			return nil, order.Errorf(order.EInvalid, "a JSON request body is required")
+		}
+		return nil, nil
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil, order.Errorf(codeUnsupportedMedia, "the request body must be application/json")
+	}
+	if err := json.Unmarshal(body, v, json.RejectUnknownMembers(true)); err != nil {
+		return nil, order.Errorf(order.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err))
+	}
+	return body, nil
+}
+
+// jsonReason turns a decoding error into a client-facing reason without Go
+// type names.
+func jsonReason(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"json: ", "jsontext: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	if i := strings.Index(msg, " into Go "); i >= 0 {
+		rest := msg[i+len(" into Go "):]
+		if j := strings.Index(rest, " within "); j >= 0 {
+			msg = msg[:i] + rest[j:]
+		} else if j := strings.Index(rest, ": "); j >= 0 {
+			msg = msg[:i] + rest[j:]
+		} else {
+			msg = msg[:i]
+		}
+	}
+	return msg
+}
+
+// Header field names of the idempotency protocol.
+const (
+	headerKey      = "Idempotency-Key"
+	headerKeyAlias = "X-Idempotency-Key"
+)
+
+// idempotencyHeader returns the raw key header (or its alias), "" if none.
+func idempotencyHeader(r *http.Request) string {
+	if v := r.Header.Get(headerKey); v != "" {
+		return v
+	}
+	return r.Header.Get(headerKeyAlias)
+}
+
+// idempotencyKey returns the request's idempotency key: the parsed header,
+// or one derived from the fingerprint under PolicyDerive. Errors: EInvalid
+// for a malformed or repeated header, EKeyRequired under PolicyRequire.
+func (s *server) idempotencyKey(r *http.Request, route string, params map[string]string, body []byte) (idempotency.Key, error) {
+	values := append(r.Header.Values(headerKey), r.Header.Values(headerKeyAlias)...)
+	if len(values) > 1 {
+		return idempotency.Key{}, &order.Error{Code: order.EInvalid, Message: "send exactly one Idempotency-Key",
+			Fields: []order.FieldError{{Field: headerKey, Reason: "must appear once"}}}
+	}
+	if len(values) == 0 && s.cfg.Policy == idempotency.PolicyOff {
+		return idempotency.Key{}, nil
+	}
+	if len(values) == 0 && s.cfg.Policy == idempotency.PolicyRequire {
+		return idempotency.Key{}, order.Errorf(order.EKeyRequired,
+			"this server requires an Idempotency-Key header on %s %s", r.Method, route)
+	}
+	fp, err := s.cfg.Fingerprinter.Fingerprint(idempotency.Request{
+		Method: r.Method, Route: route, PathParams: params, Body: body,
+	})
+	if err != nil {
+		return idempotency.Key{}, err
+	}
+	if len(values) == 0 {
+		return idempotency.Key{Value: idempotency.DerivedKey(fp), Derived: true, Fingerprint: fp}, nil
+	}
+	k, err := idempotency.ParseKey(values[0])
+	if err != nil {
+		return idempotency.Key{}, err
+	}
+	return idempotency.Key{Value: k, Fingerprint: fp}, nil
+}

@@ -1,0 +1,284 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/service"
+)
+
+// DefaultMaxBodyBytes is the default request body limit (64 KiB).
+const DefaultMaxBodyBytes = 64 << 10
+
+// Config configures the HTTP handler.
+type Config struct {
+	// APIKeys maps each bearer API key to the tenant it acts for. Required.
+	APIKeys map[string]string
+	// Policy is what to do with a side-effecting request without an
+	// Idempotency-Key (default idempotency.PolicyDerive).
+	Policy idempotency.Policy
+	// Fingerprinter fingerprints requests; its VolatileFields are the body
+	// members ignored (default idempotency.DefaultVolatileFields).
+	Fingerprinter idempotency.Fingerprinter
+	// MaxBodyBytes limits request bodies (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Logger receives request logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+type server struct {
+	svc    *service.Service
+	cfg    Config
+	keys   map[[sha256.Size]byte]string
+	log    *slog.Logger
+	router chi.Router
+}
+
+// New returns the HTTP handler of the Orderly API over svc.
+func New(svc *service.Service, cfg Config) http.Handler {
+	if cfg.Policy == "" {
+		cfg.Policy = idempotency.PolicyDerive
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &server{svc: svc, cfg: cfg, log: cfg.Logger, keys: map[[sha256.Size]byte]string{}}
+	for k, tenant := range cfg.APIKeys {
+		s.keys[sha256.Sum256([]byte(k))] = tenant
+	}
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, s.logRequests, s.recoverer)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, order.Errorf(order.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, order.Errorf(codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", s.ready)
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Post("/orders", s.createOrder)
+		r.Get("/orders", s.listOrders)
+		r.Get("/orders/{id}", s.getOrder)
+		r.Post("/orders/{id}/pay", s.payOrder)
+		r.Post("/orders/{id}/fulfill", s.fulfillOrder)
+		r.Post("/orders/{id}/cancel", s.cancelOrder)
+	})
+	s.router = r
+	return r
+}
+
+type tenantKey struct{}
+
+func tenantOf(ctx context.Context) string { s, _ := ctx.Value(tenantKey{}).(string); return s }
+
+// authenticate maps "Authorization: Bearer <api key>" to a tenant (RFC 6750).
+func (s *server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		scheme, token, ok := strings.Cut(h, " ")
+		tenant, known := s.keys[sha256.Sum256([]byte(strings.TrimSpace(token)))]
+		if !ok || !strings.EqualFold(scheme, "Bearer") || !known {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="orderly"`)
+			writeError(w, r, s.log, order.Errorf(codeUnauthorized, "a valid API key is required: Authorization: Bearer <api key>"))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+	})
+}
+
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "panic", "value", v, "path", r.URL.Path)
+				writeError(w, r, s.log, errors.New("panic"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// logRequests logs one structured line per request. It never logs API keys
+// or idempotency keys, only whether a key was sent.
+func (s *server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method),
+			slog.String("route", route),
+			slog.Int("status", ww.Status()),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("request_id", middleware.GetReqID(r.Context())),
+			slog.Bool("idempotency_key_sent", idempotencyHeader(r) != ""),
+			slog.Bool("replayed", ww.Header().Get("Idempotency-Replayed") == "true"),
+		)
+	})
+}
+
+func (s *server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.svc.Ping(ctx); err != nil {
+		writeError(w, r, s.log, &order.Error{Code: order.EUnavailable, Message: "the store is not reachable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *server) createOrder(w http.ResponseWriter, r *http.Request) {
+	var in order.NewOrderInput
+	body, err := s.readBody(w, r, &in, true)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	key, err := s.idempotencyKey(r, "/v1/orders", nil, body)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	res, err := s.svc.Create(r.Context(), tenantOf(r.Context()), key, in)
+	s.respond(w, r, res, err)
+}
+
+func (s *server) getOrder(w http.ResponseWriter, r *http.Request) {
+	o, err := s.svc.Get(r.Context(), tenantOf(r.Context()), chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// orderList is the body of GET /v1/orders.
+type orderList struct {
+	Data       []order.Order `json:"data"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
+func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := order.Filter{State: order.State(q.Get("state")), CustomerID: q.Get("customer_id")}
+	var fe []order.FieldError
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			fe = append(fe, order.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
+		}
+		f.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		id, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || !strings.HasPrefix(string(id), order.IDPrefix) {
+			fe = append(fe, order.FieldError{Field: "cursor", Reason: "is not a cursor this API returned"})
+		}
+		f.After = string(id)
+	}
+	if len(fe) > 0 {
+		writeError(w, r, s.log, &order.Error{Code: order.EInvalid, Message: "invalid query parameters", Fields: fe})
+		return
+	}
+	os, next, err := s.svc.List(r.Context(), tenantOf(r.Context()), f)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := orderList{Data: os}
+	if out.Data == nil {
+		out.Data = []order.Order{}
+	}
+	if next != "" {
+		out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
+	var in service.PayInput
+	body, err := s.readBody(w, r, &in, true)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	id := chi.URLParam(r, "id")
+	key, err := s.idempotencyKey(r, "/v1/orders/{id}/pay", map[string]string{"id": id}, body)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	res, err := s.svc.Pay(r.Context(), tenantOf(r.Context()), id, key, in)
+	s.respond(w, r, res, err)
+}
+
+func (s *server) fulfillOrder(w http.ResponseWriter, r *http.Request) {
+	s.emptyBodyEvent(w, r, "/v1/orders/{id}/fulfill", s.svc.Fulfill)
+}
+
+func (s *server) cancelOrder(w http.ResponseWriter, r *http.Request) {
+	s.emptyBodyEvent(w, r, "/v1/orders/{id}/cancel", s.svc.Cancel)
+}
+
+// emptyBody is the body fulfil and cancel accept: nothing, or {}.
+type emptyBody struct{}
+
+func (s *server) emptyBodyEvent(w http.ResponseWriter, r *http.Request, route string,
+	do func(context.Context, string, string, idempotency.Key) (service.Result, error)) {
+	body, err := s.readBody(w, r, &emptyBody{}, false)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	id := chi.URLParam(r, "id")
+	key, err := s.idempotencyKey(r, route, map[string]string{"id": id}, body)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	res, err := do(r.Context(), tenantOf(r.Context()), id, key)
+	s.respond(w, r, res, err)
+}
+
+// respond writes a use case's result: the order with its status, or the
+// problem; with Idempotency-Replayed and Idempotency-Key-Expires where they
+// apply, and Location for a created order.
+func (s *server) respond(w http.ResponseWriter, r *http.Request, res service.Result, err error) {
+	if res.Replayed {
+		w.Header().Set("Idempotency-Replayed", "true")
+	}
+	if !res.KeyExpiresAt.IsZero() {
+		w.Header().Set("Idempotency-Key-Expires", res.KeyExpiresAt.UTC().Format(http.TimeFormat))
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if res.Status == http.StatusCreated {
+		w.Header().Set("Location", "/v1/orders/"+res.Order.ID)
+	}
+	writeJSON(w, res.Status, res.Order)
+}

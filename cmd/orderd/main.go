@@ -1,0 +1,221 @@
+// Command orderd is the Orderly order service.
+//
+// Configuration comes from flags or, for each flag, the environment variable
+// ORDERD_<FLAG> (dashes become underscores): -addr or ORDERD_ADDR, and so on.
+// Without -database-url the embedded store keeps its file in -data-dir;
+// with a postgres:// URL several orderd processes share one database.
+// Migrations are applied at start. SIGINT or SIGTERM shuts down gracefully:
+// in-flight requests finish, then the store closes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/peterbourgon/ff/v3"
+
+	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/fulfillment"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/service"
+	"github.com/orderly/orderly/store"
+	"github.com/orderly/orderly/store/postgres"
+	"github.com/orderly/orderly/store/sqlite"
+)
+
+// DevTenant and DevAPIKey are used when no API key is configured.
+const (
+	DevTenant = "dev"
+	DevAPIKey = "sk_dev_orderly_local"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := ParseConfig(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "orderd:", err)
+		os.Exit(2)
+	}
+	if err := Run(ctx, cfg, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "orderd:", err)
+		os.Exit(1)
+	}
+}
+
+// Config is orderd's configuration, parsed once by ParseConfig.
+type Config struct {
+	Addr              string
+	DatabaseURL       string
+	DataDir           string
+	APIKeys           map[string]string // API key → tenant
+	Policy            idempotency.Policy
+	KeyTTL            time.Duration
+	DerivedKeyTTL     time.Duration
+	VolatileFields    []string
+	MaxBodyBytes      int64
+	ShutdownTimeout   time.Duration
+	LogLevel          slog.Level
+	usingDevelopmentKey bool
+}
+
+// ParseConfig parses args and ORDERD_* environment variables. Errors name
+// the bad setting.
+func ParseConfig(args []string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("orderd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		c        Config
+		keys     = fs.String("api-keys", "", "API keys as tenant:key,tenant:key (env ORDERD_API_KEYS)")
+		keysFile = fs.String("api-keys-file", "", "file with one tenant:key per line (env ORDERD_API_KEYS_FILE)")
+		policy   = fs.String("idempotency-policy", string(idempotency.PolicyDerive), "without an Idempotency-Key: derive, require or off")
+		volatile = fs.String("volatile-fields", strings.Join(idempotency.DefaultVolatileFields, ","), "body members ignored by the fingerprint, comma-separated")
+		level    = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (env ORDERD_ADDR)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres:// URL; empty selects the embedded store (env ORDERD_DATABASE_URL)")
+	fs.StringVar(&c.DataDir, "data-dir", "data", "directory of the embedded store's file (env ORDERD_DATA_DIR)")
+	fs.DurationVar(&c.KeyTTL, "idempotency-key-ttl", idempotency.DefaultKeyTTL, "retention of client-sent idempotency keys")
+	fs.DurationVar(&c.DerivedKeyTTL, "idempotency-derived-ttl", idempotency.DefaultDerivedKeyTTL, "retention of keys derived when none is sent")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "request body limit in bytes")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take at shutdown")
+	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ORDERD")); err != nil {
+		return c, err
+	}
+	c.Policy = idempotency.Policy(*policy)
+	if !c.Policy.Valid() {
+		return c, fmt.Errorf("-idempotency-policy (ORDERD_IDEMPOTENCY_POLICY) must be derive, require or off, not %q", *policy)
+	}
+	if c.KeyTTL <= 0 || c.DerivedKeyTTL <= 0 {
+		return c, errors.New("idempotency TTLs must be positive")
+	}
+	c.VolatileFields = []string{}
+	for _, f := range strings.Split(*volatile, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			c.VolatileFields = append(c.VolatileFields, f)
+		}
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, fmt.Errorf("-log-level: %w", err)
+	}
+	spec := *keys
+	if *keysFile != "" {
+		b, err := os.ReadFile(*keysFile)
+		if err != nil {
+			return c, fmt.Errorf("-api-keys-file: %w", err)
+		}
+		spec += "," + strings.Join(strings.Fields(string(b)), ",")
+	}
+	var err error
+	if c.APIKeys, err = parseAPIKeys(spec); err != nil {
+		return c, err
+	}
+	if len(c.APIKeys) == 0 {
+		c.APIKeys = map[string]string{DevAPIKey: DevTenant}
+		c.usingDevelopmentKey = true
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return c, errors.New("-database-url (ORDERD_DATABASE_URL) must be a postgres:// URL, or empty for the embedded store")
+	}
+	return c, nil
+}
+
+// parseAPIKeys parses "tenant:key,tenant:key".
+func parseAPIKeys(spec string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(spec, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		tenant, key, ok := strings.Cut(pair, ":")
+		if !ok || tenant == "" || len(key) < 8 {
+			return nil, errors.New("API keys must be tenant:key pairs with keys of at least 8 characters")
+		}
+		if _, dup := out[key]; dup {
+			return nil, errors.New("an API key is configured twice")
+		}
+		out[key] = tenant
+	}
+	return out, nil
+}
+
+// Run serves until ctx is done, then shuts down gracefully.
+func Run(ctx context.Context, c Config, logOut io.Writer) error {
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel}))
+	st, kind, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	log.Info("store ready", "store", kind)
+
+	svc := service.New(st, payment.NewSimulator(), fulfillment.NewSimulator(), service.Config{
+		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, StatusOf: api.StatusOf, Logger: log,
+	})
+	handler := api.New(svc, api.Config{
+		APIKeys:       c.APIKeys,
+		Policy:        c.Policy,
+		Fingerprinter: idempotency.Fingerprinter{VolatileFields: c.VolatileFields},
+		MaxBodyBytes:  c.MaxBodyBytes,
+		Logger:        log,
+	})
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if c.usingDevelopmentKey {
+		log.Warn("DEVELOPMENT API KEY IN USE: no ORDERD_API_KEYS configured; do not expose this server",
+			"tenant", DevTenant, "api_key", DevAPIKey)
+		fmt.Fprintf(logOut, "\n  *** DEVELOPMENT MODE: use  Authorization: Bearer %s  (tenant %q) ***\n\n", DevAPIKey, DevTenant)
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "idempotency_policy", string(c.Policy))
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", c.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func openStore(ctx context.Context, c Config) (store.Store, string, error) {
+	if c.DatabaseURL != "" {
+		st, err := postgres.Open(ctx, c.DatabaseURL)
+		return st, "postgres", err
+	}
+	st, err := sqlite.Open(ctx, c.DataDir)
+	return st, "sqlite", err
+}

@@ -1,0 +1,58 @@
+package fulfillment
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrOutOfStock is wrapped, inside a non-retryable *WarehouseError, by the
+// error a Warehouse returns when an item cannot be shipped because its SKU is
+// out of stock.
+var ErrOutOfStock = errors.New("fulfillment: out of stock")
+
+// ErrIdempotencyKeyReused is wrapped, inside a non-retryable
+// *WarehouseError, by the error a Warehouse returns when an idempotency key
+// is reused with a different OrderID or Items. It indicates a bug in the
+// caller's key derivation.
+var ErrIdempotencyKeyReused = errors.New("fulfillment: idempotency key reused with different parameters")
+
+// WarehouseError is a failure to ship. Retryable says whether the same
+// request (same idempotency key) may be sent again: true for transient
+// failures after which nothing was shipped or the outcome is unknown; false
+// for requests the warehouse will never fulfil, such as an out-of-stock item.
+type WarehouseError struct {
+	// Retryable reports whether the request may be retried with the same
+	// idempotency key.
+	Retryable bool
+	// Err is the underlying cause; it may be nil.
+	Err error
+}
+
+// Error implements error.
+func (e *WarehouseError) Error() string {
+	kind := "final"
+	if e.Retryable {
+		kind = "retryable"
+	}
+	if e.Err == nil {
+		return fmt.Sprintf("fulfillment: warehouse error (%s)", kind)
+	}
+	return fmt.Sprintf("fulfillment: warehouse error (%s): %v", kind, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *WarehouseError) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether a Ship call that failed with err may be retried
+// with the same idempotency key: a *WarehouseError in err's chain says for
+// itself through its Retryable field; anything else, nil and a bare context
+// error from the caller's own context included, is unknown and yields false.
+// After a bare context error the outcome is unknown, but retrying later with
+// the same idempotency key is always safe.
+func IsRetryable(err error) bool {
+	var we *WarehouseError
+	if errors.As(err, &we) {
+		return we.Retryable
+	}
+	return false
+}

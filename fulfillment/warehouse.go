@@ -1,0 +1,43 @@
+package fulfillment
+
+import (
+	"context"
+	"time"
+
+	"github.com/orderly/orderly/order"
+)
+
+// Warehouse ships orders. Implementations must honour IdempotencyKey: a
+// repeated key returns the original Shipment (or the original final error)
+// and never ships twice. Implementations must be safe for concurrent use.
+type Warehouse interface {
+	// Ship ships req.Items for req.OrderID. Errors are *WarehouseError
+	// values classed by IsRetryable.
+	Ship(ctx context.Context, req ShipmentRequest) (Shipment, error)
+}
+
+// ShipmentRequest asks a Warehouse to ship the items of one order.
+type ShipmentRequest struct {
+	// IdempotencyKey is the warehouse-side key, such as "<order id>/fulfill":
+	// one shipment per order. It is required.
+	IdempotencyKey string
+	// OrderID is the id of the order being shipped.
+	OrderID string
+	// Items are the order's lines; at least one is required. UnitPrice is in
+	// minor currency units and is ignored by the warehouse.
+	Items []order.Item
+}
+
+// Shipment is a shipment as the warehouse records it.
+type Shipment struct {
+	// ID is the warehouse's shipment id, such as "sh_" followed by 24 hex
+	// digits.
+	ID string
+	// IdempotencyKey is the key of the ShipmentRequest that created the
+	// shipment.
+	IdempotencyKey string
+	// OrderID is the id of the shipped order.
+	OrderID string
+	// CreatedAt is when the shipment was made (UTC).
+	CreatedAt time.Time
+}

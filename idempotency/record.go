@@ -1,0 +1,80 @@
+package idempotency
+
+import (
+	"time"
+
+	"github.com/orderly/orderly/order"
+)
+
+// Default retention windows.
+const (
+	// DefaultKeyTTL is how long a client-sent key is kept and replayed.
+	DefaultKeyTTL = 24 * time.Hour
+	// DefaultDerivedKeyTTL is how long a key derived from the request
+	// fingerprint (no Idempotency-Key sent) is kept: long enough to absorb a
+	// double click or an automatic retry, short enough that the same order
+	// placed again later is a new order.
+	DefaultDerivedKeyTTL = 10 * time.Minute
+)
+
+// Policy says what the server does with a side-effecting request that carries
+// no Idempotency-Key.
+type Policy string
+
+// Policies.
+const (
+	// PolicyDerive derives a short-lived key from the request fingerprint.
+	PolicyDerive Policy = "derive"
+	// PolicyRequire rejects the request with 400 (draft §2.7).
+	PolicyRequire Policy = "require"
+	// PolicyOff runs the request without idempotency protection.
+	PolicyOff Policy = "off"
+)
+
+// Valid reports whether p is one of the policies above.
+func (p Policy) Valid() bool {
+	return p == PolicyDerive || p == PolicyRequire || p == PolicyOff
+}
+
+// Key is the idempotency key of one request as the service sees it: the key
+// (client-sent, or derived), whether it was derived, and the request's
+// fingerprint. The zero Key means "no idempotency protection".
+type Key struct {
+	Value       string
+	Derived     bool
+	Fingerprint string
+}
+
+// IsZero reports whether k carries no key.
+func (k Key) IsZero() bool { return k.Value == "" }
+
+// Record is the stored outcome of the first request that claimed a key,
+// scoped by (TenantID, Key). StatusCode is the HTTP status of that outcome
+// (201, 200, or a final error such as 402, 409 or 422); ResourceID is the
+// order it concerns. For a final error, ErrorCode and ErrorDetail let a
+// replay return the same problem. ExpiresAt is CreatedAt plus the key's
+// retention window.
+type Record struct {
+	TenantID    string
+	Key         string
+	Fingerprint string
+	Derived     bool
+	StatusCode  int
+	ResourceID  string
+	ErrorCode   order.Code
+	ErrorDetail string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// Expired reports whether r is past its retention window at now.
+func (r Record) Expired(now time.Time) bool { return !now.Before(r.ExpiresAt) }
+
+// Err returns the stored final error of r as an *order.Error, or nil when r
+// records a success.
+func (r Record) Err() error {
+	if r.ErrorCode == "" {
+		return nil
+	}
+	return &order.Error{Code: r.ErrorCode, Message: r.ErrorDetail}
+}

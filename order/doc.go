@@ -1,0 +1,7 @@
+// Package order holds Orderly's domain: orders, their line items, states and
+// events, input validation, and the application's error vocabulary.
+//
+// The package imports neither net/http nor any SQL driver. Amounts are int64
+// in minor currency units (cents for USD, yen for JPY); currencies are
+// ISO 4217 alphabetic codes.
+package order

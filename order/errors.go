@@ -1,0 +1,88 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable kind of application error. The api
+// package maps each Code to one HTTP status and one problem type URI
+// (RFC 9457) in a single table.
+type Code string
+
+// Application error codes.
+const (
+	// EInvalid: the request is malformed or a field fails validation (400).
+	EInvalid Code = "invalid"
+	// ENotFound: the resource does not exist for this tenant (404).
+	ENotFound Code = "not_found"
+	// EInvalidTransition: the state machine does not allow the event in the
+	// order's current state (409).
+	EInvalidTransition Code = "invalid_transition"
+	// EMismatch: the request contradicts the resource, such as a payment whose
+	// amount or currency differs from the order's (422).
+	EMismatch Code = "mismatch"
+	// EDeclined: the payment provider declined the charge; final (402).
+	EDeclined Code = "payment_declined"
+	// EFulfillmentRejected: the warehouse refused the shipment for good, such
+	// as an item out of stock; final (422).
+	EFulfillmentRejected Code = "fulfillment_rejected"
+	// EKeyReused: an idempotency key was reused with a different request
+	// fingerprint (422, draft-ietf-httpapi-idempotency-key-header §2.7).
+	EKeyReused Code = "idempotency_key_reused"
+	// EKeyInProgress: a request with the same idempotency key is still being
+	// processed (409 with Retry-After, draft §2.7).
+	EKeyInProgress Code = "idempotency_key_in_progress"
+	// EKeyExpired: the idempotency key is past its retention window and can no
+	// longer be replayed; the client must use a new key (422).
+	EKeyExpired Code = "idempotency_key_expired"
+	// EKeyRequired: the server requires an Idempotency-Key and none was sent
+	// (400, draft §2.7).
+	EKeyRequired Code = "idempotency_key_required"
+	// EUnavailable: a dependency (store, provider) failed in a retryable way;
+	// nothing final was recorded (503 with Retry-After).
+	EUnavailable Code = "unavailable"
+	// EInternal: an unexpected failure (500). Never stored as final.
+	EInternal Code = "internal"
+)
+
+// FieldError names one invalid field of a request body and why it is invalid.
+// Field is a JSON path such as "items[2].quantity".
+type FieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+// Error is Orderly's application error: a Code, a human-readable Message and,
+// for EInvalid, the list of invalid fields.
+type Error struct {
+	Code    Code
+	Message string
+	Fields  []FieldError
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if len(e.Fields) > 0 {
+		return fmt.Sprintf("%s: %s (%d invalid fields)", e.Code, e.Message, len(e.Fields))
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the Code of the first *Error in err's chain, EInternal for
+// any other non-nil error, and "" for nil.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EInternal
+}

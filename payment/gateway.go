@@ -1,0 +1,94 @@
+package payment
+
+import (
+	"context"
+	"time"
+)
+
+// Gateway charges and refunds through a payment provider. Implementations
+// must honour IdempotencyKey: a repeated key returns the original result and
+// never captures (or refunds) twice. Implementations must be safe for
+// concurrent use.
+type Gateway interface {
+	// Charge captures req.Amount minor units of req.Currency with
+	// req.PaymentMethod. A repeated req.IdempotencyKey with the same
+	// parameters returns the original Charge, or the original decline.
+	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
+	// Refund returns req.Amount minor units of the charge whose idempotency
+	// key is req.ChargeKey. A repeated req.IdempotencyKey with the same
+	// parameters returns the original Refund. An unknown ChargeKey yields an
+	// error wrapping ErrChargeNotFound.
+	Refund(ctx context.Context, req RefundRequest) (Refund, error)
+}
+
+// ChargeRequest asks a Gateway to capture a payment for one order.
+type ChargeRequest struct {
+	// IdempotencyKey is the provider-side key, such as "<order id>/pay": one
+	// logical charge per order. It is required.
+	IdempotencyKey string
+	// OrderID is the id of the order being paid.
+	OrderID string
+	// Amount is the amount to capture in minor units of Currency; it must
+	// not be negative.
+	Amount int64
+	// Currency is an ISO 4217 alphabetic code such as "USD".
+	Currency string
+	// PaymentMethod is the provider's token for the customer's payment
+	// method, such as TestMethodApproved ("pm_card_visa").
+	PaymentMethod string
+}
+
+// Charge is a captured payment as the provider records it.
+type Charge struct {
+	// ID is the provider's charge id, such as "ch_" followed by 24 hex digits.
+	ID string
+	// IdempotencyKey is the key of the ChargeRequest that created the charge.
+	IdempotencyKey string
+	// OrderID is the id of the order the charge pays.
+	OrderID string
+	// Amount is the captured amount in minor units of Currency.
+	Amount int64
+	// Currency is an ISO 4217 alphabetic code such as "USD".
+	Currency string
+	// Status is the charge's current status.
+	Status ChargeStatus
+	// CreatedAt is when the charge was captured (UTC).
+	CreatedAt time.Time
+}
+
+// ChargeStatus is the status of a Charge: ChargeCaptured or ChargeRefunded.
+type ChargeStatus string
+
+// Charge statuses.
+const (
+	// ChargeCaptured is the status of a charge whose funds were captured and
+	// not refunded.
+	ChargeCaptured ChargeStatus = "captured"
+	// ChargeRefunded is the status of a charge that has been refunded, in
+	// whole or in part.
+	ChargeRefunded ChargeStatus = "refunded"
+)
+
+// RefundRequest asks a Gateway to refund (part of) an earlier charge.
+type RefundRequest struct {
+	// IdempotencyKey is the provider-side key of the refund, such as
+	// "<order id>/refund". It is required.
+	IdempotencyKey string
+	// ChargeKey is the idempotency key of the charge to refund.
+	ChargeKey string
+	// Amount is the amount to refund in minor units of the charge's
+	// currency; it must not be negative nor exceed what is left unrefunded.
+	Amount int64
+}
+
+// Refund is a refund as the provider records it.
+type Refund struct {
+	// ID is the provider's refund id, such as "re_" followed by 24 hex digits.
+	ID string
+	// ChargeID is the ID of the refunded Charge.
+	ChargeID string
+	// Amount is the refunded amount in minor units of the charge's currency.
+	Amount int64
+	// CreatedAt is when the refund was made (UTC).
+	CreatedAt time.Time
+}
