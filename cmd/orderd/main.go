@@ -60,17 +60,17 @@ func main() {
 
 // Config is orderd's configuration, parsed once by ParseConfig.
 type Config struct {
-	Addr              string
-	DatabaseURL       string
-	DataDir           string
-	APIKeys           map[string]string // API key → tenant
-	Policy            idempotency.Policy
-	KeyTTL            time.Duration
-	DerivedKeyTTL     time.Duration
-	VolatileFields    []string
-	MaxBodyBytes      int64
-	ShutdownTimeout   time.Duration
-	LogLevel          slog.Level
+	Addr                string
+	DatabaseURL         string
+	DataDir             string
+	APIKeys             map[string]string // API key → tenant
+	Policy              idempotency.Policy
+	KeyTTL              time.Duration
+	DerivedKeyTTL       time.Duration
+	VolatileFields      []string
+	MaxBodyBytes        int64
+	ShutdownTimeout     time.Duration
+	LogLevel            slog.Level
 	usingDevelopmentKey bool
 }
 

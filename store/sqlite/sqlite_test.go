@@ -1,0 +1,87 @@
+package sqlite_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/store"
+	"github.com/orderly/orderly/store/sqlite"
+	"github.com/orderly/orderly/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		t.Helper()
+		s, err := sqlite.Open(t.Context(), t.TempDir())
+		if err != nil {
+			t.Fatalf("sqlite.Open: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	})
+}
+
+// TestDurableAcrossReopen checks that a committed order and its key are in
+// the file, not only in a connection: they survive Close and a new Open.
+func TestDurableAcrossReopen(t *testing.T) {
+	ctx, dir := t.Context(), t.TempDir()
+	now := time.Date(2025, time.March, 14, 15, 9, 26, 535_897_000, time.UTC)
+	o, err := order.New("tenant-a", order.NewOrderInput{
+		CustomerID: "cust-1", Currency: "USD",
+		Items: []order.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: 150}},
+	}, now)
+	if err != nil {
+		t.Fatalf("order.New: %v", err)
+	}
+	rec := idempotency.Record{
+		TenantID: "tenant-a", Key: "create-1", Fingerprint: "sha256:abc",
+		StatusCode: 201, ResourceID: o.ID,
+		CreatedAt: now, ExpiresAt: now.Add(idempotency.DefaultKeyTTL),
+	}
+
+	s, err := sqlite.Open(ctx, dir)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if held, err := s.CreateOrder(ctx, &rec, o); err != nil || held != nil {
+		t.Fatalf("CreateOrder = %v, %v; want nil, nil", held, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s, err = sqlite.Open(ctx, dir)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	got, err := s.GetOrder(ctx, "tenant-a", o.ID)
+	if err != nil {
+		t.Fatalf("GetOrder after reopen: %v", err)
+	}
+	if got.ID != o.ID || got.Amount != 300 || got.Version != 1 || !got.CreatedAt.Equal(now) || len(got.Items) != 1 {
+		t.Errorf("order after reopen = %+v, want %+v", got, o)
+	}
+	gotRec, err := s.LookupKey(ctx, "tenant-a", "create-1")
+	if err != nil {
+		t.Fatalf("LookupKey after reopen: %v", err)
+	}
+	sameTimes := gotRec.CreatedAt.Equal(rec.CreatedAt) && gotRec.ExpiresAt.Equal(rec.ExpiresAt)
+	gotRec.CreatedAt, gotRec.ExpiresAt = rec.CreatedAt, rec.ExpiresAt
+	if gotRec != rec || !sameTimes {
+		t.Errorf("record after reopen = %+v, want %+v", gotRec, rec)
+	}
+	// The reopened store still holds the key: a retry replays.
+	retry := rec
+	retry.CreatedAt = now.Add(time.Minute)
+	held, err := s.CreateOrder(ctx, &retry, o)
+	if err != nil || held == nil || held.ResourceID != o.ID {
+		t.Errorf("retry after reopen = %v, %v; want the held record of %s", held, err, o.ID)
+	}
+}
