@@ -51,7 +51,8 @@ func (r reply) String() string {
 // call is one request to the API. An empty APIKey sends no Authorization, an
 // empty IdemKey no Idempotency-Key. Body nil sends no body; a string or
 // []byte is sent as is; anything else is JSON-encoded. ContentType defaults
-// to application/json when there is a body. Header lines are added as given.
+// to application/json when there is a body; "-" sends none. Header lines are
+// added as given.
 type call struct {
 	Method, Path string
 	APIKey       string
@@ -94,7 +95,7 @@ func send(env *testenv.Env, c call) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	if contentType != "" {
+	if contentType != "" && contentType != "-" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	if c.APIKey != "" {
@@ -142,6 +143,25 @@ func exchange(t testing.TB, env *testenv.Env, c call) reply {
 func do(t testing.TB, env *testenv.Env, method, path, apiKey, idemKey string, body any) reply {
 	t.Helper()
 	return exchange(t, env, call{Method: method, Path: path, APIKey: apiKey, IdemKey: idemKey, Body: body})
+}
+
+// wantReplayOf fails the test unless r replays an outcome with status.
+func wantReplayOf(t testing.TB, r reply, status int) {
+	t.Helper()
+	wantStatus(t, r, status)
+	if !r.replayed() {
+		t.Fatalf("response lacks Idempotency-Replayed: true: %s", r)
+	}
+}
+
+// wantOrders fails the test unless tenant apiKey has exactly the orders ids
+// (newest first) for customer.
+func wantOrders(t testing.TB, env *testenv.Env, apiKey, customer string, ids ...string) {
+	t.Helper()
+	got := ordersOf(t, env, apiKey, customer)
+	if strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Fatalf("customer %s has orders %v, want %v", customer, got, ids)
+	}
 }
 
 // decode decodes r's JSON body into v.

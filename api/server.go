@@ -67,6 +67,14 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		writeError(w, r, s.log, order.Errorf(order.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		// RFC 9110 §15.5.6: a 405 lists the allowed methods in Allow.
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allowed = append(allowed, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		writeError(w, r, s.log, order.Errorf(codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -39,7 +39,7 @@ func Apply(ctx context.Context, db *sql.DB, d Dialect) error {
 	switch d {
 	case Postgres:
 		gd = goose.DialectPostgres
-		locker, err := lock.NewPostgresSessionLocker()
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return err
 		}

@@ -1,10 +1,14 @@
 package postgres_test
 
 import (
+	"context"
 	"net/url"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
@@ -88,6 +92,71 @@ func TestMigrationsConcurrent(t *testing.T) {
 			t.Errorf("store %d: GetOrder: %v", i, err)
 		}
 	}
+}
+
+// TestOpenWaitsForMigrationLock checks that Open migrates under goose's
+// session advisory lock: while another session holds it, Open neither
+// returns nor touches the schema; once it is released, Open migrates.
+// (TestMigrationsConcurrent alone cannot tell, as goose also retries a
+// failed creation of its version table.)
+func TestOpenWaitsForMigrationLock(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	ctx := t.Context()
+	holder, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", lock.DefaultLockID); err != nil {
+		t.Fatalf("take the migration lock: %v", err)
+	}
+
+	type opened struct {
+		s   *postgres.Store
+		err error
+	}
+	poolURL := withPoolSize(t, dbURL)
+	done := make(chan opened, 1)
+	go func() {
+		s, err := postgres.Open(ctx, poolURL)
+		done <- opened{s, err}
+	}()
+	select {
+	case r := <-done:
+		if r.s != nil {
+			_ = r.s.Close()
+		}
+		t.Fatalf("Open returned (err %v) while another session held the migration lock", r.err)
+	case <-time.After(time.Second):
+	}
+	if tableExists(t, holder, "orders") {
+		t.Fatal("Open migrated while another session held the migration lock")
+	}
+
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1)", lock.DefaultLockID); err != nil {
+		t.Fatalf("release the migration lock: %v", err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Open after the lock was released: %v", r.err)
+		}
+		t.Cleanup(func() { _ = r.s.Close() })
+	case <-time.After(30 * time.Second):
+		t.Fatal("Open did not return within 30s of the migration lock being released")
+	}
+	if !tableExists(t, holder, "orders") {
+		t.Error("Open returned without migrating")
+	}
+}
+
+func tableExists(t *testing.T, c *pgx.Conn, name string) bool {
+	t.Helper()
+	var ok bool
+	if err := c.QueryRow(t.Context(), "SELECT to_regclass($1) IS NOT NULL", name).Scan(&ok); err != nil {
+		t.Fatalf("to_regclass(%s): %v", name, err)
+	}
+	return ok
 }
 
 // withPoolSize adds pool_max_conns to a database URL.

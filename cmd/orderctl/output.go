@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/text/currency"
+
+	"github.com/orderly/orderly/client"
+	"github.com/orderly/orderly/order"
+)
+
+// keyUsed remembers the idempotency key of a side-effecting call, to print
+// it if the call failed in a way a retry may fix.
+func (s *session) keyUsed(res *client.Response[order.Order]) {
+	if res != nil {
+		s.g.key = res.IdempotencyKey
+	}
+}
+
+// printOrder prints the order of res: one line (with the items when
+// detailed), or JSON with --json.
+func (s *session) printOrder(res *client.Response[order.Order], detailed bool) error {
+	if s.g.json {
+		return s.printJSON(res.Value)
+	}
+	line := orderLine(res.Value)
+	if res.Replayed {
+		line += " (replayed)"
+	}
+	fmt.Fprintln(s.stdout, line)
+	if detailed {
+		for _, it := range res.Value.Items {
+			fmt.Fprintf(s.stdout, "  %d × %s at %s\n", it.Quantity, it.SKU, money(it.UnitPrice, res.Value.Currency))
+		}
+	}
+	return nil
+}
+
+// orderLine is the one-line summary of o, such as
+// "order ord_… RCVD 25.00 USD (2 items)".
+func orderLine(o order.Order) string {
+	var n int64
+	for _, it := range o.Items {
+		n += it.Quantity
+	}
+	unit := "items"
+	if n == 1 {
+		unit = "item"
+	}
+	return fmt.Sprintf("order %s %s %s (%d %s)", o.ID, o.State, money(o.Amount, o.Currency), n, unit)
+}
+
+// money formats minor units of cur with the currency's decimals, such as
+// "25.00 USD" or "2500 JPY".
+func money(minor int64, cur string) string {
+	scale := 2
+	if u, err := currency.ParseISO(cur); err == nil {
+		scale, _ = currency.Standard.Rounding(u)
+	}
+	digits := strconv.FormatInt(minor, 10)
+	sign := ""
+	if strings.HasPrefix(digits, "-") {
+		sign, digits = "-", digits[1:]
+	}
+	if scale > 0 {
+		if len(digits) <= scale {
+			digits = strings.Repeat("0", scale-len(digits)+1) + digits
+		}
+		digits = digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
+	}
+	return sign + digits + " " + cur
+}
+
+// printJSON writes v as indented JSON.
+func (s *session) printJSON(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(s.stdout, "%s\n", b)
+	return err
+}
+
+// fail reports err on stderr and returns its exit status: "error: <title>:
+// <detail>" and the invalid fields (or problem JSON with --json), plus the
+// key to retry with when the outcome is unknown.
+func (s *session) fail(err error) int {
+	code := exitCode(err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return usage(s.stderr, err)
+	}
+	var apiErr *client.Error
+	switch {
+	case errors.As(err, &apiErr) && s.g.json:
+		b, _ := json.Marshal(map[string]any{
+			"type": apiErr.Type, "title": apiErr.Title, "status": apiErr.StatusCode,
+			"detail": apiErr.Detail, "errors": apiErr.Fields,
+		})
+		fmt.Fprintf(s.stderr, "%s\n", b)
+	case errors.As(err, &apiErr):
+		msg := apiErr.Title
+		if apiErr.Detail != "" {
+			msg += ": " + apiErr.Detail
+		}
+		if apiErr.Replayed {
+			msg += " (replayed)"
+		}
+		fmt.Fprintf(s.stderr, "error: %s\n", msg)
+		for _, f := range apiErr.Fields {
+			fmt.Fprintf(s.stderr, "  %s: %s\n", f.Field, f.Reason)
+		}
+	default:
+		fmt.Fprintf(s.stderr, "error: %v\n", err)
+	}
+	if (code == exitFailure || client.IsRetryable(err)) && s.g.key != "" {
+		fmt.Fprintf(s.stderr, "the request may or may not have taken effect; run the command again with --idempotency-key %s to retry it safely\n", s.g.key)
+	}
+	return code
+}

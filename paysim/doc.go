@@ -1,0 +1,72 @@
+// Package paysim is a simulated payment provider and warehouse with its own
+// durable ledger and a small Stripe-like JSON API, for exercising Orderly's
+// promise — "a client may retry anything, and money moves once" — against a
+// real network peer that fails in controlled ways. Command paysim serves it.
+//
+// # Ledger
+//
+// Ledger keeps every outcome in one SQLite file (WAL, synchronous=FULL;
+// schema applied with goose from the embedded migrations directory). Each
+// idempotency key is a PRIMARY KEY written by the same statement or
+// transaction as its outcome, so a repeated key never captures, refunds or
+// ships twice — under concurrency and across restarts. Declines and
+// out-of-stock failures are outcomes too, remembered under their keys.
+//
+// # API
+//
+// Every POST needs an Idempotency-Key header. A new key answers 201; the
+// same key with the same parameters replays the remembered outcome (200, or
+// the same 402/409) with "Idempotent-Replayed: true"; with different
+// parameters it answers 422 idempotency_error. Errors are
+// {"error":{"type","code","message"}}.
+//
+//	POST /v1/charges    {"order_id","amount","currency","payment_method"}
+//	                    201 charge {"id":"ch_…","idempotency_key","order_id","amount",
+//	                    "currency","payment_method","status":"captured","amount_refunded","created_at"}
+//	                    402 card_error, code card_declined | insufficient_funds | invalid_payment_method
+//	GET  /v1/charges?idempotency_key=K    200 charge | 402 remembered decline | 404 not_found
+//	POST /v1/refunds    {"charge_key","amount"}   201 refund {"id":"re_…","idempotency_key",
+//	                    "charge_id","charge_key","amount","created_at"}; marks the charge
+//	                    "refunded"; 404 if the key has no capture; 400 amount_too_large
+//	GET  /v1/refunds?idempotency_key=K    200 refund | 404
+//	POST /v1/shipments  {"order_id","items":[{"sku","quantity","unit_price"}]}
+//	                    201 shipment {"id":"sh_…","idempotency_key","order_id","items","status":"shipped","created_at"}
+//	                    409 out_of_stock (SKUOutOfStock), final and remembered
+//	GET  /v1/shipments?idempotency_key=K  200 shipment | 409 remembered | 404
+//	GET  /admin/ledger  {"charges":[…],"refunds":[…],"shipments":[…]}
+//	GET  /admin/stats   Stats: {"captures_by_order","max_captures_per_order","shipments_by_order",
+//	                    "max_shipments_per_order","charges","declines","refunds","shipments",
+//	                    "out_of_stock","requests","faults_injected":{"latency","error","timeout","drop","decline"}}
+//	GET  /admin/faults, PUT /admin/faults   the run-level Faults as JSON
+//	GET  /healthz       {"status":"ok"}
+//
+// Other malformed input answers 400 (413 for a body over the limit).
+//
+// # Faults
+//
+// Faults are injected at three levels, and only into POSTs whose key holds
+// no outcome yet: a replay is always answered normally, so a client can
+// always learn the outcome by retrying or looking up the key.
+//
+//   - Per request, the Paysim-Fault header (FaultHeader):
+//     "drop-after-commit", "error", "timeout", "decline" (charges only) and
+//     "latency=250ms", comma-separated. Lookups honour it too (a dropped
+//     lookup commits nothing).
+//   - By payment method or SKU, so that faults can be triggered through a
+//     client that only passes them along: MethodFaultDropAfterCommit,
+//     MethodFault503, MethodFaultTimeout and the SKUFault* equivalents fire
+//     on the FIRST request for a key only — the ledger records that they
+//     fired, so this holds across restarts — and the key's next request is
+//     processed normally (an approved charge, a shipment).
+//     MethodFaultLatency and SKUFaultLatency add MethodLatency every time.
+//   - Per run, Faults: Latency, and the rates ErrorRate, TimeoutRate,
+//     DropRate and DeclineRate drawn from a source seeded with Seed.
+//
+// The kinds mean: error answers 503 and commits nothing; timeout holds the
+// request for Faults.TimeoutDelay (default 30s, at most MaxDelay) or until
+// the client disconnects, commits nothing, and answers 504 if the client is
+// still there; drop commits the outcome, then hijacks the connection and
+// closes it without a response; decline declines a new charge with
+// card_declined and remembers it; latency delays the answer. Counters per
+// kind are in GET /admin/stats.
+package paysim

@@ -1,0 +1,766 @@
+package paysim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Headers of the API besides FaultHeader.
+const (
+	// IdempotencyKeyHeader carries the key of every POST to /v1/.
+	IdempotencyKeyHeader = "Idempotency-Key"
+	// ReplayedHeader is "true" on an answer replayed from a key's
+	// remembered outcome.
+	ReplayedHeader = "Idempotent-Replayed"
+)
+
+// Error types of the API's error bodies, {"error":{"type":…}}.
+const (
+	// ErrTypeInvalidRequest (400, 413) is malformed input.
+	ErrTypeInvalidRequest = "invalid_request_error"
+	// ErrTypeIdempotency (422) is a key reused with different parameters.
+	ErrTypeIdempotency = "idempotency_error"
+	// ErrTypeCard (402) is a decline; error.code is the decline code.
+	ErrTypeCard = "card_error"
+	// ErrTypeNotFound (404) is a key with no outcome, or a refund of a
+	// charge with no capture.
+	ErrTypeNotFound = "not_found"
+	// ErrTypeOutOfStock (409) is a shipment that can never be made.
+	ErrTypeOutOfStock = "out_of_stock"
+	// ErrTypeAPI (500, 503, 504) is a failure of paysim itself, injected or
+	// real; nothing was committed.
+	ErrTypeAPI = "api_error"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Config.MaxBodyBytes is
+// zero.
+const DefaultMaxBodyBytes = 1 << 20
+
+// maxKeyLen bounds idempotency keys, as the ledger's CHECK does.
+const maxKeyLen = 255
+
+// Config configures a Server. The zero value is usable.
+type Config struct {
+	// Faults are the initial run-level fault settings.
+	Faults Faults
+	// Logger receives a line per injected fault and per internal error;
+	// nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes limits request bodies; zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Server is paysim's HTTP API over a Ledger; see the package documentation
+// for the routes. It is safe for concurrent use.
+type Server struct {
+	ledger  *Ledger
+	log     *slog.Logger
+	maxBody int64
+	mux     *http.ServeMux
+
+	mu       sync.Mutex
+	faults   Faults
+	rng      *rand.Rand
+	injected map[FaultKind]int64
+
+	requests atomic.Int64
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+// NewServer returns the API over l. It fails if c.Faults is invalid.
+func NewServer(l *Ledger, c Config) (*Server, error) {
+	if err := c.Faults.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		ledger:   l,
+		log:      c.Logger,
+		maxBody:  c.MaxBodyBytes,
+		mux:      http.NewServeMux(),
+		injected: make(map[FaultKind]int64),
+		stop:     make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	s.setFaults(c.Faults)
+	s.mux.HandleFunc("POST /v1/charges", s.postCharge)
+	s.mux.HandleFunc("GET /v1/charges", s.getCharge)
+	s.mux.HandleFunc("POST /v1/refunds", s.postRefund)
+	s.mux.HandleFunc("GET /v1/refunds", s.getRefund)
+	s.mux.HandleFunc("POST /v1/shipments", s.postShipment)
+	s.mux.HandleFunc("GET /v1/shipments", s.getShipment)
+	s.mux.HandleFunc("GET /admin/ledger", s.getLedger)
+	s.mux.HandleFunc("GET /admin/stats", s.getStats)
+	s.mux.HandleFunc("GET /admin/faults", s.getFaults)
+	s.mux.HandleFunc("PUT /admin/faults", s.putFaults)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
+	})
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.Path) >= 4 && r.URL.Path[:4] == "/v1/" {
+		s.requests.Add(1)
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Faults returns the current run-level fault settings.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// SetFaults replaces the run-level fault settings and reseeds the source of
+// draws with f.Seed. It fails, changing nothing, if f is invalid.
+func (s *Server) SetFaults(f Faults) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	s.setFaults(f)
+	return nil
+}
+
+func (s *Server) setFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+	s.rng = rand.New(rand.NewPCG(f.Seed, f.Seed^0x9e3779b97f4a7c15))
+}
+
+// Stats returns the ledger's counts and this Server's request and fault
+// counters.
+func (s *Server) Stats(ctx context.Context) (Stats, error) {
+	c, err := s.ledger.Counts(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Counts: c, Requests: s.requests.Load(), FaultsInjected: make(map[FaultKind]int64, len(faultKinds))}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range faultKinds {
+		st.FaultsInjected[k] = s.injected[k]
+	}
+	return st, nil
+}
+
+// StopDelays ends every injected delay, in flight or future: latency is
+// skipped and a timeout fault answers 504 at once. Call it when shutting
+// down (http.Server.RegisterOnShutdown) so that Shutdown need not wait for
+// the delays.
+func (s *Server) StopDelays() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// --- charges
+
+func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	var p ChargeParams
+	if !s.decode(w, r, &p) {
+		return
+	}
+	switch {
+	case p.OrderID == "":
+		invalid(w, "order_id is required")
+		return
+	case p.Amount < 0:
+		invalid(w, fmt.Sprintf("amount %d is negative", p.Amount))
+		return
+	case p.Currency == "":
+		invalid(w, "currency is required")
+		return
+	}
+	rf, ok := faultHeader(w, r)
+	if !ok {
+		return
+	}
+	if p.PaymentMethod == MethodFaultLatency {
+		rf.latency += MethodLatency
+	}
+	if !s.delay(r.Context(), rf.latency) {
+		return
+	}
+	ctx := r.Context()
+	if held, err := s.ledger.Charge(ctx, key); err == nil {
+		replayCharge(w, held, p)
+		return
+	} else if !errors.Is(err, ErrNotFound) {
+		s.fail(w, err)
+		return
+	}
+	fault, err := s.decide(ctx, "charges", key, rf, triggered[p.PaymentMethod], true)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if s.answerFault(w, r, fault) {
+		return
+	}
+	c := Charge{
+		ID: newID("ch_"), IdempotencyKey: key, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency,
+		PaymentMethod: p.PaymentMethod, Status: ChargeCaptured, CreatedAt: now(),
+	}
+	c.FailureCode, c.FailureMessage = decline(p.PaymentMethod, fault == FaultDecline)
+	if c.FailureCode != "" {
+		c.Status = ChargeFailed
+	}
+	// The commit does not depend on the client staying: a request that
+	// reached it commits, as at a real provider.
+	c, created, err := s.ledger.CreateCharge(context.WithoutCancel(ctx), c)
+	switch {
+	case err != nil:
+		s.fail(w, err)
+	case !created: // a concurrent request with the key won
+		replayCharge(w, c, p)
+	case fault == FaultDrop:
+		drop(w)
+	default:
+		writeCharge(w, c, http.StatusCreated, false)
+	}
+}
+
+func (s *Server) getCharge(w http.ResponseWriter, r *http.Request) {
+	key, ok := s.lookupPrelude(w, r)
+	if !ok {
+		return
+	}
+	c, err := s.ledger.Charge(r.Context(), key)
+	if err != nil {
+		s.lookupFailed(w, err, "charge", key)
+		return
+	}
+	writeCharge(w, c, http.StatusOK, false)
+}
+
+// decline returns the decline code and message for a new charge, or "".
+func decline(method string, injected bool) (code, message string) {
+	switch {
+	case method == "":
+		return DeclineInvalidPaymentMethod, "No payment method was given."
+	case method == MethodDeclined:
+		return DeclineCardDeclined, "Your card was declined."
+	case method == MethodInsufficientFunds:
+		return DeclineInsufficientFunds, "Your card has insufficient funds."
+	case injected:
+		return DeclineCardDeclined, "Your card was declined (injected)."
+	}
+	return "", ""
+}
+
+func replayCharge(w http.ResponseWriter, held Charge, p ChargeParams) {
+	if held.Params() != p {
+		keyReused(w, "charge", held.IdempotencyKey)
+		return
+	}
+	writeCharge(w, held, http.StatusOK, true)
+}
+
+// writeCharge answers c: the charge with status, or a 402 for a decline.
+func writeCharge(w http.ResponseWriter, c Charge, status int, replayed bool) {
+	if replayed {
+		w.Header().Set(ReplayedHeader, "true")
+	}
+	if c.Status == ChargeFailed {
+		writeError(w, http.StatusPaymentRequired, apiError{Type: ErrTypeCard, Code: c.FailureCode, Message: c.FailureMessage, Charge: c.ID})
+		return
+	}
+	writeJSON(w, status, c)
+}
+
+// --- refunds
+
+func (s *Server) postRefund(w http.ResponseWriter, r *http.Request) {
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	var p RefundParams
+	if !s.decode(w, r, &p) {
+		return
+	}
+	switch {
+	case p.ChargeKey == "":
+		invalid(w, "charge_key is required")
+		return
+	case p.Amount < 0:
+		invalid(w, fmt.Sprintf("amount %d is negative", p.Amount))
+		return
+	}
+	rf, ok := faultHeader(w, r)
+	if !ok || !s.delay(r.Context(), rf.latency) {
+		return
+	}
+	ctx := r.Context()
+	if held, err := s.ledger.Refund(ctx, key); err == nil {
+		replayRefund(w, held, p)
+		return
+	} else if !errors.Is(err, ErrNotFound) {
+		s.fail(w, err)
+		return
+	}
+	fault, err := s.decide(ctx, "refunds", key, rf, "", false)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if s.answerFault(w, r, fault) {
+		return
+	}
+	rf2 := Refund{ID: newID("re_"), IdempotencyKey: key, ChargeKey: p.ChargeKey, Amount: p.Amount, CreatedAt: now()}
+	ref, created, err := s.ledger.CreateRefund(context.WithoutCancel(ctx), rf2)
+	switch {
+	case errors.Is(err, ErrChargeNotFound):
+		writeError(w, http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: fmt.Sprintf("no captured charge has key %q", p.ChargeKey)})
+	case errors.Is(err, ErrRefundTooLarge):
+		writeError(w, http.StatusBadRequest, apiError{Type: ErrTypeInvalidRequest, Code: "amount_too_large", Message: err.Error()})
+	case err != nil:
+		s.fail(w, err)
+	case !created:
+		replayRefund(w, ref, p)
+	case fault == FaultDrop:
+		drop(w)
+	default:
+		writeJSON(w, http.StatusCreated, ref)
+	}
+}
+
+func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
+	key, ok := s.lookupPrelude(w, r)
+	if !ok {
+		return
+	}
+	ref, err := s.ledger.Refund(r.Context(), key)
+	if err != nil {
+		s.lookupFailed(w, err, "refund", key)
+		return
+	}
+	writeJSON(w, http.StatusOK, ref)
+}
+
+func replayRefund(w http.ResponseWriter, held Refund, p RefundParams) {
+	if held.ChargeKey != p.ChargeKey || held.Amount != p.Amount {
+		keyReused(w, "refund", held.IdempotencyKey)
+		return
+	}
+	w.Header().Set(ReplayedHeader, "true")
+	writeJSON(w, http.StatusOK, held)
+}
+
+// --- shipments
+
+func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) {
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	var p ShipmentParams
+	if !s.decode(w, r, &p) {
+		return
+	}
+	if msg := validateShipment(p); msg != "" {
+		invalid(w, msg)
+		return
+	}
+	rf, ok := faultHeader(w, r)
+	if !ok {
+		return
+	}
+	var trigger FaultKind
+	outOfStock := ""
+	for _, it := range p.Items {
+		switch {
+		case it.SKU == SKUFaultLatency:
+			rf.latency += MethodLatency
+		case it.SKU == SKUOutOfStock && outOfStock == "":
+			outOfStock = it.SKU
+		case trigger == "":
+			trigger = triggered[it.SKU]
+		}
+	}
+	if !s.delay(r.Context(), rf.latency) {
+		return
+	}
+	ctx := r.Context()
+	if held, err := s.ledger.Shipment(ctx, key); err == nil {
+		replayShipment(w, held, p)
+		return
+	} else if !errors.Is(err, ErrNotFound) {
+		s.fail(w, err)
+		return
+	}
+	fault, err := s.decide(ctx, "shipments", key, rf, trigger, false)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if s.answerFault(w, r, fault) {
+		return
+	}
+	sh := Shipment{
+		ID: newID("sh_"), IdempotencyKey: key, OrderID: p.OrderID, Items: p.Items,
+		Status: ShipmentShipped, CreatedAt: now(),
+	}
+	if outOfStock != "" {
+		sh.Status, sh.FailureMessage = ShipmentOutOfStock, fmt.Sprintf("SKU %q cannot be shipped", outOfStock)
+	}
+	sh, created, err := s.ledger.CreateShipment(context.WithoutCancel(ctx), sh)
+	switch {
+	case err != nil:
+		s.fail(w, err)
+	case !created:
+		replayShipment(w, sh, p)
+	case fault == FaultDrop:
+		drop(w)
+	default:
+		writeShipment(w, sh, http.StatusCreated, false)
+	}
+}
+
+func (s *Server) getShipment(w http.ResponseWriter, r *http.Request) {
+	key, ok := s.lookupPrelude(w, r)
+	if !ok {
+		return
+	}
+	sh, err := s.ledger.Shipment(r.Context(), key)
+	if err != nil {
+		s.lookupFailed(w, err, "shipment", key)
+		return
+	}
+	writeShipment(w, sh, http.StatusOK, false)
+}
+
+func validateShipment(p ShipmentParams) string {
+	if p.OrderID == "" {
+		return "order_id is required"
+	}
+	if len(p.Items) == 0 {
+		return "a shipment needs at least one item"
+	}
+	for i, it := range p.Items {
+		switch {
+		case it.SKU == "":
+			return fmt.Sprintf("items[%d].sku is required", i)
+		case it.Quantity <= 0:
+			return fmt.Sprintf("items[%d].quantity must be positive", i)
+		case it.UnitPrice < 0:
+			return fmt.Sprintf("items[%d].unit_price is negative", i)
+		}
+	}
+	return ""
+}
+
+func replayShipment(w http.ResponseWriter, held Shipment, p ShipmentParams) {
+	if held.OrderID != p.OrderID || !slices.Equal(held.Items, p.Items) {
+		keyReused(w, "shipment", held.IdempotencyKey)
+		return
+	}
+	writeShipment(w, held, http.StatusOK, true)
+}
+
+// writeShipment answers sh: the shipment with status, or a 409 for a
+// remembered out-of-stock failure.
+func writeShipment(w http.ResponseWriter, sh Shipment, status int, replayed bool) {
+	if replayed {
+		w.Header().Set(ReplayedHeader, "true")
+	}
+	if sh.Status == ShipmentOutOfStock {
+		writeError(w, http.StatusConflict, apiError{Type: ErrTypeOutOfStock, Message: sh.FailureMessage, Shipment: sh.ID})
+		return
+	}
+	writeJSON(w, status, sh)
+}
+
+// --- admin
+
+func (s *Server) getLedger(w http.ResponseWriter, r *http.Request) {
+	snap, err := s.ledger.Snapshot(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
+}
+
+func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.Stats(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) getFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func (s *Server) putFaults(w http.ResponseWriter, r *http.Request) {
+	var f Faults
+	if !s.decode(w, r, &f) {
+		return
+	}
+	if err := s.SetFaults(f); err != nil {
+		invalid(w, err.Error())
+		return
+	}
+	s.log.Info("faults set", "faults", f)
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if err := s.ledger.Ping(r.Context()); err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// --- faults
+
+// decide picks the fault of a new POST: the header's, else the one-shot
+// fault of a test payment method or SKU if this is the first request for
+// the key, else a draw from the run-level rates.
+func (s *Server) decide(ctx context.Context, endpoint, key string, rf requestFaults, trigger FaultKind, charge bool) (FaultKind, error) {
+	if rf.kind == FaultDecline && !charge {
+		rf.kind = ""
+	}
+	if rf.kind != "" {
+		return rf.kind, nil
+	}
+	if trigger != "" {
+		first, err := s.ledger.ClaimFault(context.WithoutCancel(ctx), endpoint, key, trigger)
+		if err != nil || first {
+			return trigger, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults
+	if f.ErrorRate+f.TimeoutRate+f.DropRate+f.DeclineRate == 0 {
+		return "", nil
+	}
+	x := s.rng.Float64()
+	for _, c := range []struct {
+		kind FaultKind
+		rate float64
+	}{{FaultError, f.ErrorRate}, {FaultTimeout, f.TimeoutRate}, {FaultDrop, f.DropRate}, {FaultDecline, f.DeclineRate}} {
+		if x < c.rate {
+			if c.kind == FaultDecline && !charge {
+				return "", nil
+			}
+			return c.kind, nil
+		}
+		x -= c.rate
+	}
+	return "", nil
+}
+
+// answerFault counts fault and, for the faults that commit nothing (error,
+// timeout), answers the request and reports true.
+func (s *Server) answerFault(w http.ResponseWriter, r *http.Request, fault FaultKind) bool {
+	if fault == "" {
+		return false
+	}
+	s.count(fault)
+	s.log.Info("fault injected", "kind", string(fault), "method", r.Method, "path", r.URL.Path,
+		"idempotency_key", r.Header.Get(IdempotencyKeyHeader)+r.URL.Query().Get("idempotency_key"))
+	switch fault {
+	case FaultError:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, apiError{Type: ErrTypeAPI, Code: "service_unavailable",
+			Message: "injected error: nothing was committed"})
+		return true
+	case FaultTimeout:
+		if s.sleep(r.Context(), s.Faults().timeoutDelay()) {
+			writeError(w, http.StatusGatewayTimeout, apiError{Type: ErrTypeAPI, Code: "timeout",
+				Message: "injected timeout: nothing was committed"})
+		}
+		return true
+	}
+	return false
+}
+
+// lookupPrelude reads a lookup's key and applies the run-level latency and
+// the request's FaultHeader. It reports false if the request was answered
+// (or dropped).
+func (s *Server) lookupPrelude(w http.ResponseWriter, r *http.Request) (string, bool) {
+	key := r.URL.Query().Get("idempotency_key")
+	if key == "" {
+		invalid(w, "the idempotency_key query parameter is required")
+		return "", false
+	}
+	rf, ok := faultHeader(w, r)
+	if !ok || !s.delay(r.Context(), rf.latency) {
+		return "", false
+	}
+	switch rf.kind {
+	case FaultError, FaultTimeout:
+		return "", !s.answerFault(w, r, rf.kind)
+	case FaultDrop:
+		_ = s.answerFault(w, r, rf.kind)
+		drop(w)
+		return "", false
+	}
+	return key, true
+}
+
+func (s *Server) lookupFailed(w http.ResponseWriter, err error, what, key string) {
+	if errors.Is(err, ErrNotFound) {
+		writeError(w, http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: fmt.Sprintf("no %s has idempotency key %q", what, key)})
+		return
+	}
+	s.fail(w, err)
+}
+
+// delay waits the run-level latency plus extra, counting a latency fault if
+// there is any. It reports false if the client went away first.
+func (s *Server) delay(ctx context.Context, extra time.Duration) bool {
+	d := s.Faults().Latency + extra
+	if d <= 0 {
+		return true
+	}
+	s.count(FaultLatency)
+	return s.sleep(ctx, d)
+}
+
+// sleep waits d. It reports false if ctx ended first; StopDelays ends the
+// wait early, reporting true.
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.stop:
+		return ctx.Err() == nil
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) count(k FaultKind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.injected[k]++
+}
+
+// drop closes the connection without answering, after the outcome was
+// committed: the client sees the connection end (EOF or a reset) and
+// cannot tell whether anything happened.
+func drop(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not hijackable (HTTP/2): abort the response instead.
+		panic(http.ErrAbortHandler)
+	}
+	_ = conn.Close()
+}
+
+// --- input and output
+
+func idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
+	key := r.Header.Get(IdempotencyKeyHeader)
+	switch {
+	case key == "":
+		invalid(w, "the "+IdempotencyKeyHeader+" header is required")
+		return "", false
+	case len(key) > maxKeyLen:
+		invalid(w, fmt.Sprintf("the %s header is longer than %d bytes", IdempotencyKeyHeader, maxKeyLen))
+		return "", false
+	}
+	return key, true
+}
+
+func faultHeader(w http.ResponseWriter, r *http.Request) (requestFaults, bool) {
+	rf, err := parseFaultHeader(r.Header.Get(FaultHeader))
+	if err != nil {
+		invalid(w, err.Error())
+		return rf, false
+	}
+	return rf, true
+}
+
+// decode reads one JSON value into v, rejecting unknown members, trailing
+// data and bodies over the limit.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.maxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+		err = errors.New("trailing data after the JSON body")
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, apiError{Type: ErrTypeInvalidRequest,
+			Message: fmt.Sprintf("the body is larger than %d bytes", mbe.Limit)})
+	default:
+		invalid(w, "malformed JSON body: "+err.Error())
+	}
+	return false
+}
+
+// apiError is the member of an error body, {"error": apiError}.
+type apiError struct {
+	Type     string `json:"type"`
+	Code     string `json:"code,omitempty"`
+	Message  string `json:"message,omitempty"`
+	Charge   string `json:"charge,omitempty"`
+	Shipment string `json:"shipment,omitempty"`
+}
+
+func invalid(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusBadRequest, apiError{Type: ErrTypeInvalidRequest, Message: msg})
+}
+
+func keyReused(w http.ResponseWriter, what, key string) {
+	writeError(w, http.StatusUnprocessableEntity, apiError{Type: ErrTypeIdempotency,
+		Message: fmt.Sprintf("%s key %q was used before with different parameters", what, key)})
+}
+
+// fail answers an unexpected error: 503 if the ledger was busy, else 500.
+// Either way nothing was committed.
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrBusy) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, apiError{Type: ErrTypeAPI, Code: "busy", Message: "the ledger is busy"})
+		return
+	}
+	s.log.Error("internal error", "err", err)
+	writeError(w, http.StatusInternalServerError, apiError{Type: ErrTypeAPI, Message: "internal error"})
+}
+
+func writeError(w http.ResponseWriter, status int, e apiError) {
+	writeJSON(w, status, struct {
+		Error apiError `json:"error"`
+	}{e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,194 @@
+package paysim
+
+import "time"
+
+// Test payment methods and SKUs understood by paysim. Every other non-empty
+// payment method is approved and every other SKU is in stock.
+const (
+	// MethodDeclined is declined with code DeclineCardDeclined.
+	MethodDeclined = "pm_card_declined"
+	// MethodInsufficientFunds is declined with code
+	// DeclineInsufficientFunds.
+	MethodInsufficientFunds = "pm_card_insufficient_funds"
+
+	// MethodFaultDropAfterCommit captures the charge, then drops the reply
+	// (the connection closes without a response). First request per key
+	// only.
+	MethodFaultDropAfterCommit = "pm_fault_drop_after_commit"
+	// MethodFault503 answers 503 and captures nothing. First request per
+	// key only.
+	MethodFault503 = "pm_fault_503"
+	// MethodFaultTimeout sleeps for the run's timeout delay (or until the
+	// client goes away), answers 504 and captures nothing. First request per
+	// key only.
+	MethodFaultTimeout = "pm_fault_timeout"
+	// MethodFaultLatency adds MethodLatency to every request that names it.
+	MethodFaultLatency = "pm_fault_latency"
+
+	// SKUOutOfStock is never in stock: a shipment containing it fails for
+	// good with 409 out_of_stock, and the failure is remembered under the
+	// key.
+	SKUOutOfStock = "sku_out_of_stock"
+	// SKUFaultDropAfterCommit makes a shipment behave like
+	// MethodFaultDropAfterCommit.
+	SKUFaultDropAfterCommit = "sku_fault_drop_after_commit"
+	// SKUFault503 makes a shipment behave like MethodFault503.
+	SKUFault503 = "sku_fault_503"
+	// SKUFaultTimeout makes a shipment behave like MethodFaultTimeout.
+	SKUFaultTimeout = "sku_fault_timeout"
+	// SKUFaultLatency makes a shipment behave like MethodFaultLatency.
+	SKUFaultLatency = "sku_fault_latency"
+
+	// MethodLatency is the delay added by MethodFaultLatency and
+	// SKUFaultLatency.
+	MethodLatency = 2 * time.Second
+)
+
+// Decline codes carried in a 402's error.code.
+const (
+	// DeclineCardDeclined is the generic decline (MethodDeclined, the
+	// "decline" fault).
+	DeclineCardDeclined = "card_declined"
+	// DeclineInsufficientFunds is the decline of MethodInsufficientFunds.
+	DeclineInsufficientFunds = "insufficient_funds"
+	// DeclineInvalidPaymentMethod is the decline of an empty payment
+	// method.
+	DeclineInvalidPaymentMethod = "invalid_payment_method"
+)
+
+// ChargeStatus is the status of a Charge.
+type ChargeStatus string
+
+// Charge statuses; the ledger's CHECK constraint holds the same set.
+const (
+	// ChargeCaptured is a capture that has not been refunded.
+	ChargeCaptured ChargeStatus = "captured"
+	// ChargeRefunded is a capture refunded in whole or in part.
+	ChargeRefunded ChargeStatus = "refunded"
+	// ChargeFailed is a declined charge, remembered under its key.
+	ChargeFailed ChargeStatus = "failed"
+)
+
+// ShipmentStatus is the status of a Shipment.
+type ShipmentStatus string
+
+// Shipment statuses; the ledger's CHECK constraint holds the same set.
+const (
+	// ShipmentShipped is a shipment made.
+	ShipmentShipped ShipmentStatus = "shipped"
+	// ShipmentOutOfStock is a remembered final failure.
+	ShipmentOutOfStock ShipmentStatus = "out_of_stock"
+)
+
+// Charge is one charge key's outcome as the ledger records it and the API
+// returns it: a capture, or a decline (Status ChargeFailed, with
+// FailureCode).
+type Charge struct {
+	ID             string       `json:"id"`
+	IdempotencyKey string       `json:"idempotency_key"`
+	OrderID        string       `json:"order_id"`
+	Amount         int64        `json:"amount"`
+	Currency       string       `json:"currency"`
+	PaymentMethod  string       `json:"payment_method"`
+	Status         ChargeStatus `json:"status"`
+	AmountRefunded int64        `json:"amount_refunded"`
+	FailureCode    string       `json:"failure_code,omitempty"`
+	FailureMessage string       `json:"failure_message,omitempty"`
+	CreatedAt      time.Time    `json:"created_at"`
+}
+
+// ChargeParams is the body of POST /v1/charges.
+type ChargeParams struct {
+	OrderID       string `json:"order_id"`
+	Amount        int64  `json:"amount"`
+	Currency      string `json:"currency"`
+	PaymentMethod string `json:"payment_method"`
+}
+
+// Params returns the parameters c was created with, for comparison with a
+// repeated request.
+func (c Charge) Params() ChargeParams {
+	return ChargeParams{OrderID: c.OrderID, Amount: c.Amount, Currency: c.Currency, PaymentMethod: c.PaymentMethod}
+}
+
+// Refund is a refund as the ledger records it.
+type Refund struct {
+	ID             string    `json:"id"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	ChargeID       string    `json:"charge_id"`
+	ChargeKey      string    `json:"charge_key"`
+	Amount         int64     `json:"amount"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// RefundParams is the body of POST /v1/refunds.
+type RefundParams struct {
+	ChargeKey string `json:"charge_key"`
+	Amount    int64  `json:"amount"`
+}
+
+// Item is one line of a shipment.
+type Item struct {
+	SKU       string `json:"sku"`
+	Quantity  int64  `json:"quantity"`
+	UnitPrice int64  `json:"unit_price"`
+}
+
+// Shipment is one shipment key's outcome: a shipment, or a remembered
+// out-of-stock failure (Status ShipmentOutOfStock, with FailureMessage).
+type Shipment struct {
+	ID             string         `json:"id"`
+	IdempotencyKey string         `json:"idempotency_key"`
+	OrderID        string         `json:"order_id"`
+	Items          []Item         `json:"items"`
+	Status         ShipmentStatus `json:"status"`
+	FailureMessage string         `json:"failure_message,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+}
+
+// ShipmentParams is the body of POST /v1/shipments.
+type ShipmentParams struct {
+	OrderID string `json:"order_id"`
+	Items   []Item `json:"items"`
+}
+
+// Snapshot is the whole ledger, as GET /admin/ledger returns it. Each list
+// is in creation order and never nil.
+type Snapshot struct {
+	Charges   []Charge   `json:"charges"`
+	Refunds   []Refund   `json:"refunds"`
+	Shipments []Shipment `json:"shipments"`
+}
+
+// Counts are the ledger's totals, the durable part of Stats.
+type Counts struct {
+	// CapturesByOrder counts captures (charges not failed) per order id.
+	CapturesByOrder map[string]int `json:"captures_by_order"`
+	// MaxCapturesPerOrder is the largest value in CapturesByOrder, 0 if
+	// none: above 1 means an order was charged twice.
+	MaxCapturesPerOrder int `json:"max_captures_per_order"`
+	// ShipmentsByOrder counts shipments made per order id.
+	ShipmentsByOrder map[string]int `json:"shipments_by_order"`
+	// MaxShipmentsPerOrder is the largest value in ShipmentsByOrder.
+	MaxShipmentsPerOrder int `json:"max_shipments_per_order"`
+	// Charges counts captures; Declines counts remembered declines.
+	Charges  int `json:"charges"`
+	Declines int `json:"declines"`
+	// Refunds counts refunds.
+	Refunds int `json:"refunds"`
+	// Shipments counts shipments made; OutOfStock counts remembered
+	// out-of-stock failures.
+	Shipments  int `json:"shipments"`
+	OutOfStock int `json:"out_of_stock"`
+}
+
+// Stats is GET /admin/stats: the ledger's Counts, plus this process's
+// request count and injected faults by kind.
+type Stats struct {
+	Counts
+	// Requests counts requests to /v1/ since the process started.
+	Requests int64 `json:"requests"`
+	// FaultsInjected counts injected faults by kind (every kind present)
+	// since the process started.
+	FaultsInjected map[FaultKind]int64 `json:"faults_injected"`
+}
