@@ -90,8 +90,28 @@ func TestIdempotencyReplay(t *testing.T) {
 			if n := env.Gateway.Captures(o.ID); n != 0 {
 				t.Fatalf("%d captures, want 0", n)
 			}
-			if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received || got.Version != 1 {
-				t.Fatalf("order is %s v%d, want RCVD v1", got.State, got.Version)
+			// The decline moves the version on (the next pay is a new logical
+			// charge); the state stays RCVD.
+			if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received || got.Version != 2 {
+				t.Fatalf("order is %s v%d, want RCVD v2", got.State, got.Version)
+			}
+		})
+
+		t.Run("after a decline another payment method can pay the order, once", func(t *testing.T) {
+			o := orderIn(t, env, order.Received)
+			wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t),
+				payBody(o, payment.TestMethodInsufficientFunds)), http.StatusPaymentRequired, order.EDeclined)
+			paid := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t),
+				payBody(o, payment.TestMethodApproved))
+			wantStatus(t, paid, http.StatusOK)
+			if got := orderOf(t, paid); got.State != order.Paid {
+				t.Fatalf("order is %s after paying with another card, want PAID", got.State)
+			}
+			again := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t),
+				payBody(o, payment.TestMethodApproved))
+			wantStatus(t, again, http.StatusOK)
+			if n := env.Gateway.Captures(o.ID); n != 1 {
+				t.Fatalf("%d captures, want 1", n)
 			}
 		})
 

@@ -90,6 +90,7 @@ func TestBadInputNeverMutates(t *testing.T) {
 				{"no body", nil, nil},
 			} {
 				key, calls := newKey(t), env.Gateway.Calls()
+				before := get(t, env, testenv.KeyA, o.ID)
 				r := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, bad.body)
 				p := wantProblem(t, r, http.StatusBadRequest, order.EInvalid)
 				if bad.fields != nil {
@@ -98,9 +99,11 @@ func TestBadInputNeverMutates(t *testing.T) {
 				if env.Gateway.Calls() != calls {
 					t.Fatalf("pay with %s reached the payment provider", bad.name)
 				}
-				if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received || got.Version != 1 {
-					t.Fatalf("pay with %s changed the order to %s v%d", bad.name, got.State, got.Version)
+				if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received || got.Version != before.Version {
+					t.Fatalf("pay with %s changed the order to %s v%d (was v%d)", bad.name, got.State, got.Version, before.Version)
 				}
+				// The key was not stored: the same key with a (declined) valid
+				// body runs afresh. A decline moves the version on.
 				r = do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, payBody(o, payment.TestMethodDeclined))
 				if wantProblem(t, r, http.StatusPaymentRequired, order.EDeclined); r.replayed() {
 					t.Fatalf("the key of a pay with %s was stored", bad.name)

@@ -213,10 +213,11 @@ func WithIdempotencyKey(key string) CallOption {
 type Response[T any] struct {
 	// Value is the decoded response body.
 	Value T
-	// StatusCode is the HTTP status of the last attempt's response (0 if
-	// no response arrived).
+	// StatusCode is the HTTP status of the last response received (0 if
+	// none arrived).
 	StatusCode int
-	// Header is the last response's header (nil if no response arrived).
+	// Header is the header of the last response received (nil if none
+	// arrived).
 	Header http.Header
 	// Replayed is true when the server answered with the stored outcome of
 	// an earlier request with the same key (Idempotency-Replayed: true).

@@ -80,7 +80,8 @@ func (c *Client) CreateOrder(ctx context.Context, in order.NewOrderInput, opts .
 	return post[order.Order](ctx, c, "/v1/orders", in, opts)
 }
 
-// GetOrder returns the order id (GET /v1/orders/{id}). Another tenant's order
+// GetOrder returns the order with the given id (GET /v1/orders/{id}).
+// Another tenant's order
 // is a 404 (IsNotFound).
 func (c *Client) GetOrder(ctx context.Context, id string) (*Response[order.Order], error) {
 	return get[order.Order](ctx, c, "/v1/orders/"+url.PathEscape(id), nil)

@@ -20,7 +20,8 @@
 // Pay, Fulfill and Cancel read the order, let the statemachine decide, call
 // the provider (with a provider-side key derived from the order, so a
 // logical charge or shipment happens once however often it is attempted),
-// then write the decision as a compare-and-set. A lost race re-reads and
+// then write the decision as a compare-and-set. A decline moves the order's
+// version on (state unchanged), so a later pay is a new logical charge. A lost race re-reads and
 // decides again, which yields the no-op or the invalid-transition error,
 // never a double effect. A charge captured for an order that a racing
 // cancel won is refunded.
@@ -194,7 +195,7 @@ func (s *Service) Pay(ctx context.Context, tenantID, orderID string, key idempot
 	}
 	charge := func(ctx context.Context, o order.Order) error {
 		_, err := s.gateway.Charge(ctx, payment.ChargeRequest{
-			IdempotencyKey: o.ID + "/pay", OrderID: o.ID,
+			IdempotencyKey: chargeKey(o.ID, o.Version), OrderID: o.ID,
 			Amount: o.Amount, Currency: o.Currency, PaymentMethod: in.PaymentMethod,
 		})
 		var decline *payment.DeclineError
@@ -203,6 +204,10 @@ func (s *Service) Pay(ctx context.Context, tenantID, orderID string, key idempot
 			return nil
 		case errors.As(err, &decline):
 			return order.Errorf(order.EDeclined, "the payment was declined: %s", decline.Code)
+		case errors.Is(err, payment.ErrIdempotencyKeyReused):
+			// Another pay of this order version with other payment details
+			// reached the provider first; its outcome decides.
+			return order.Errorf(order.EKeyInProgress, "another payment of order %s is in progress; retry", o.ID)
 		default:
 			return &order.Error{Code: order.EUnavailable, Message: "the payment provider is unavailable: " + err.Error()}
 		}
@@ -280,8 +285,11 @@ func (s *Service) transition(ctx context.Context, tenantID, orderID string, key 
 		}
 		if act != nil && !acted {
 			if err := act(ctx, o); err != nil {
-				if order.ErrorCode(err) == order.EUnavailable {
+				switch order.ErrorCode(err) {
+				case order.EUnavailable, order.EKeyInProgress:
 					return Result{}, err
+				case order.EDeclined:
+					return s.declined(ctx, tenantID, key, now, o, err)
 				}
 				return s.final(ctx, tenantID, key, now, o.ID, err)
 			}
@@ -317,6 +325,31 @@ func (s *Service) succeed(ctx context.Context, tenantID string, key idempotency.
 	}
 	return Result{Order: o, Status: StatusOK, KeyExpiresAt: expiry(rec)}, nil
 }
+
+// declined records a decline: the order stays RCVD but its version moves on
+// (compare-and-set, with the 402 claimed in the same transaction), so the
+// next pay uses a new provider-side key and another payment method can be
+// tried. If the order moved meanwhile, the 402 is recorded alone.
+func (s *Service) declined(ctx context.Context, tenantID string, key idempotency.Key, now time.Time, o order.Order, cause error) (Result, error) {
+	oe := cause.(*order.Error)
+	status := s.cfg.StatusOf(oe.Code)
+	rec := s.record(tenantID, key, now, status, o.ID, oe)
+	held, err := s.store.Transition(ctx, rec, o.Apply(o.State, now))
+	switch {
+	case errors.Is(err, store.ErrVersionConflict):
+		return s.final(ctx, tenantID, key, now, o.ID, cause)
+	case err != nil:
+		return Result{}, err
+	case held != nil:
+		return s.replay(ctx, key, *held, now)
+	}
+	return Result{Status: status, KeyExpiresAt: expiry(rec)}, cause
+}
+
+// chargeKey is the provider-side idempotency key of paying order id at
+// version: every pay of one order version is one logical charge. A decline
+// moves the version on, so a new payment method gets a new charge.
+func chargeKey(id string, version int64) string { return fmt.Sprintf("%s/pay/%d", id, version) }
 
 // final records a final error outcome for the key and returns it.
 func (s *Service) final(ctx context.Context, tenantID string, key idempotency.Key, now time.Time, orderID string, cause error) (Result, error) {
@@ -366,11 +399,12 @@ func (s *Service) replay(ctx context.Context, key idempotency.Key, held idempote
 // order's provider-side refund key.
 func (s *Service) refundCancelled(ctx context.Context, o order.Order) error {
 	_, err := s.gateway.Refund(ctx, payment.RefundRequest{
-		IdempotencyKey: o.ID + "/refund", ChargeKey: o.ID + "/pay", Amount: o.Amount,
+		// Only a cancel at version v+1 can orphan a charge made at version v.
+		IdempotencyKey: o.ID + "/refund", ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount,
 	})
 	switch {
 	case err == nil:
-		s.cfg.Logger.Warn("refunded a charge captured for a cancelled order", "order_id", o.ID)
+		s.cfg.Logger.Info("a charge captured for a cancelled order is refunded", "order_id", o.ID)
 		return nil
 	case errors.Is(err, payment.ErrChargeNotFound):
 		return nil

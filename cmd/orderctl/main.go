@@ -24,7 +24,7 @@
 //	--api-key KEY          API key (ORDERLY_API_KEY, default the development key sk_dev_orderly_local)
 //	--idempotency-key KEY  key of create, pay, fulfill or cancel (default a new UUIDv4)
 //	--json                 print the response as JSON (errors as problem JSON on stderr)
-//	--timeout D            overall deadline, retries included (default 30s)
+//	--timeout D            overall deadline, retries included (default 30s; 0 for none)
 //
 // Amounts are in minor currency units (2500 is 25.00 USD), as in the API.
 // When a side-effecting command fails with exit status 5 the request may

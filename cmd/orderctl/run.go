@@ -45,7 +45,7 @@ Global flags (before or after the command):
   --idempotency-key KEY  key of create, pay, fulfill or cancel (default a new UUIDv4);
                          reuse a printed key to retry an operation safely
   --json                 print the response as JSON (errors as problem JSON on stderr)
-  --timeout D            overall deadline, retries included (default 30s)
+  --timeout D            overall deadline, retries included (default 30s; 0 for none)
 
 Amounts are in minor currency units: 2500 USD is 25.00.
 
@@ -68,13 +68,33 @@ type globals struct {
 	timeout time.Duration
 }
 
-// bind registers the global flags on fs, defaulting to g's current values.
+// bind registers the global flags on fs with zero defaults, so help never
+// shows a key taken from the environment.
 func (g *globals) bind(fs *flag.FlagSet) {
-	fs.StringVar(&g.url, "url", g.url, "API base URL (ORDERLY_URL)")
-	fs.StringVar(&g.apiKey, "api-key", g.apiKey, "API key (ORDERLY_API_KEY)")
-	fs.StringVar(&g.key, "idempotency-key", g.key, "idempotency key of a create, pay, fulfill or cancel")
-	fs.BoolVar(&g.json, "json", g.json, "print JSON")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "overall deadline, retries included")
+	fs.StringVar(&g.url, "url", "", "API base URL (ORDERLY_URL, default "+defaultURL+")")
+	fs.StringVar(&g.apiKey, "api-key", "", "API key (ORDERLY_API_KEY, default the development key)")
+	fs.StringVar(&g.key, "idempotency-key", "", "idempotency key of a create, pay, fulfill or cancel (default a new UUIDv4)")
+	fs.BoolVar(&g.json, "json", false, "print the response as JSON")
+	fs.DurationVar(&g.timeout, "timeout", defaultTO, "overall deadline, retries included; 0 for none")
+}
+
+// override copies into g the global flags set on fs, whose values are in
+// from.
+func (g *globals) override(fs *flag.FlagSet, from *globals) {
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "url":
+			g.url = from.url
+		case "api-key":
+			g.apiKey = from.apiKey
+		case "idempotency-key":
+			g.key = from.key
+		case "json":
+			g.json = from.json
+		case "timeout":
+			g.timeout = from.timeout
+		}
+	})
 }
 
 // usageError is a mistake in the command line; nothing was sent.
@@ -115,9 +135,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		g.apiKey = v
 	}
 
+	var topFlags globals
 	top := flag.NewFlagSet("orderctl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
-	g.bind(top)
+	topFlags.bind(top)
 	switch err := top.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usageText)
@@ -125,6 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	case err != nil:
 		return usage(stderr, err)
 	}
+	g.override(top, &topFlags)
 	if top.NArg() == 0 {
 		return usage(stderr, usagef("no command given"))
 	}
@@ -143,9 +165,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return usage(stderr, usagef("unknown command %q", name))
 	}
 
+	var cmdFlags globals
 	fs := flag.NewFlagSet("orderctl "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	g.bind(fs)
+	cmdFlags.bind(fs)
 	exec := cmd.setup(fs)
 	pos, err := parseInterspersed(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
@@ -157,6 +180,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	if err != nil {
 		return usage(stderr, err)
 	}
+	g.override(fs, &cmdFlags)
 	if len(pos) != len(cmd.args) {
 		return usage(stderr, usagef("%s takes %d argument(s) (%s), got %d", name, len(cmd.args), strings.Join(upper(cmd.args), " "), len(pos)))
 	}

@@ -327,9 +327,12 @@ func TestHelp(t *testing.T) {
 			t.Fatalf("orderctl %v: %s", args, o)
 		}
 	}
-	o := orderctl(t, "http://127.0.0.1:1", "k", "pay", "-h")
+	o := orderctl(t, "http://127.0.0.1:1", "sk_secret_from_env", "pay", "-h")
 	if o.code != exitOK || !strings.Contains(o.stdout, "-method") {
 		t.Fatalf("orderctl pay -h: %s", o)
+	}
+	if strings.Contains(o.stdout, "sk_secret_from_env") {
+		t.Fatalf("help shows the API key from the environment:\n%s", o.stdout)
 	}
 }
 
