@@ -1,6 +1,8 @@
 package idempotency
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/orderly/orderly/order"
@@ -49,14 +51,15 @@ type Key struct {
 func (k Key) IsZero() bool { return k.Value == "" }
 
 // Record is the stored outcome of the first request that claimed a key,
-// scoped by (TenantID, Key). StatusCode is the HTTP status of that outcome
+// scoped by (TenantID, KeyHash). Stores keep only the key's hash (HashKey),
+// never the key itself. StatusCode is the HTTP status of that outcome
 // (201, 200, or a final error such as 402, 409 or 422); ResourceID is the
 // order it concerns. For a final error, ErrorCode and ErrorDetail let a
 // replay return the same problem. ExpiresAt is CreatedAt plus the key's
 // retention window.
 type Record struct {
 	TenantID    string
-	Key         string
+	KeyHash     string
 	Fingerprint string
 	Derived     bool
 	StatusCode  int
@@ -65,6 +68,13 @@ type Record struct {
 	ErrorDetail string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+}
+
+// HashKey returns the lowercase hex SHA-256 of key: what stores keep and
+// look keys up by, so a database dump or a tombstone reveals no client key.
+func HashKey(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
 }
 
 // Expired reports whether r is past its retention window at now.

@@ -250,7 +250,7 @@ func (s *Service) transition(ctx context.Context, tenantID, orderID string, key 
 	check func(order.Order) error, act func(context.Context, order.Order) error) (Result, error) {
 	now := s.cfg.Now()
 	if !key.IsZero() {
-		held, err := s.store.LookupKey(ctx, tenantID, key.Value)
+		held, err := s.store.LookupKey(ctx, tenantID, idempotency.HashKey(key.Value))
 		switch {
 		case err == nil && !(held.Derived && held.Expired(now)):
 			return s.replay(ctx, key, held, now)
@@ -425,7 +425,7 @@ func (s *Service) record(tenantID string, key idempotency.Key, now time.Time, st
 	}
 	now = now.UTC().Truncate(time.Microsecond)
 	r := &idempotency.Record{
-		TenantID: tenantID, Key: key.Value, Fingerprint: key.Fingerprint, Derived: key.Derived,
+		TenantID: tenantID, KeyHash: idempotency.HashKey(key.Value), Fingerprint: key.Fingerprint, Derived: key.Derived,
 		StatusCode: status, ResourceID: resourceID, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 	if e != nil {

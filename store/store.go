@@ -7,7 +7,7 @@
 //
 // The contract that makes retries harmless: an idempotency key is claimed in
 // the same database transaction as the business write it guards, under a
-// unique constraint on (tenant, key), so the key exists exactly when its
+// unique constraint on (tenant, key hash), so the key exists exactly when its
 // effect does. Every order update is a compare-and-set on the version that
 // was read.
 package store
@@ -30,7 +30,7 @@ var ErrNotFound = errors.New("store: not found")
 var ErrVersionConflict = errors.New("store: version conflict")
 
 // Store persists orders and idempotency records. Methods that take a key
-// record claim it: they insert it under the unique (TenantID, Key) constraint
+// record claim it: they insert it under the unique (TenantID, KeyHash) constraint
 // in the same transaction as their business write. If the key is already
 // held they write nothing and return the record that holds it ("held"); the
 // caller compares fingerprints and replays. A held record may be expired
@@ -59,9 +59,9 @@ type Store interface {
 	// is taken.
 	SaveRecord(ctx context.Context, rec idempotency.Record) (held *idempotency.Record, err error)
 
-	// LookupKey returns the record of (tenantID, key), expired or not, or
-	// ErrNotFound.
-	LookupKey(ctx context.Context, tenantID, key string) (idempotency.Record, error)
+	// LookupKey returns the record of (tenantID, keyHash), expired or not,
+	// or ErrNotFound. keyHash is idempotency.HashKey of the key.
+	LookupKey(ctx context.Context, tenantID, keyHash string) (idempotency.Record, error)
 
 	// GetOrder returns the tenant's order id, or ErrNotFound.
 	GetOrder(ctx context.Context, tenantID, id string) (order.Order, error)

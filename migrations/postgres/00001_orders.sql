@@ -23,9 +23,10 @@ CREATE INDEX orders_tenant_state_idx    ON orders (tenant_id, state, id DESC);
 CREATE INDEX orders_tenant_customer_idx ON orders (tenant_id, customer_id, id DESC);
 
 -- One row per (tenant, idempotency key): the claim and the stored outcome.
+-- Only the key's SHA-256 is kept, never the key.
 CREATE TABLE idempotency_keys (
     tenant_id    text        NOT NULL,
-    key          text        NOT NULL CHECK (length(key) BETWEEN 1 AND 255),
+    key_hash     text        NOT NULL CHECK (key_hash ~ '^[0-9a-f]{64}$'),
     fingerprint  text        NOT NULL,
     derived      boolean     NOT NULL,
     status_code  integer     NOT NULL CHECK (status_code BETWEEN 200 AND 499),
@@ -34,7 +35,7 @@ CREATE TABLE idempotency_keys (
     error_detail text,
     created_at   timestamptz NOT NULL,
     expires_at   timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, key),
+    PRIMARY KEY (tenant_id, key_hash),
     CHECK (expires_at > created_at),
     CHECK ((status_code < 300) = (error_code IS NULL))
 );

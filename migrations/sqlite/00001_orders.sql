@@ -24,7 +24,7 @@ CREATE INDEX orders_tenant_customer_idx ON orders (tenant_id, customer_id, id DE
 
 CREATE TABLE idempotency_keys (
     tenant_id    TEXT    NOT NULL,
-    key          TEXT    NOT NULL CHECK (length(key) BETWEEN 1 AND 255),
+    key_hash     TEXT    NOT NULL CHECK (length(key_hash) = 64),
     fingerprint  TEXT    NOT NULL,
     derived      INTEGER NOT NULL CHECK (derived IN (0, 1)),
     status_code  INTEGER NOT NULL CHECK (status_code BETWEEN 200 AND 499),
@@ -33,7 +33,7 @@ CREATE TABLE idempotency_keys (
     error_detail TEXT,
     created_at   INTEGER NOT NULL,
     expires_at   INTEGER NOT NULL,
-    PRIMARY KEY (tenant_id, key),
+    PRIMARY KEY (tenant_id, key_hash),
     CHECK (expires_at > created_at),
     CHECK ((status_code < 300) = (error_code IS NULL))
 ) STRICT;

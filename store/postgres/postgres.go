@@ -155,7 +155,7 @@ func (s *Store) SaveRecord(ctx context.Context, rec idempotency.Record) (*idempo
 // held reads the record that holds key's (tenant, key). A claim that lost
 // only ever loses to a committed row, so it is there.
 func (s *Store) held(ctx context.Context, key idempotency.Record) (*idempotency.Record, error) {
-	r, err := s.LookupKey(ctx, key.TenantID, key.Key)
+	r, err := s.LookupKey(ctx, key.TenantID, key.KeyHash)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func casArgs(next order.Order) []any {
 }
 
 func keyArgs(r idempotency.Record) []any {
-	return []any{r.TenantID, r.Key, r.Fingerprint, r.Derived, r.StatusCode,
+	return []any{r.TenantID, r.KeyHash, r.Fingerprint, r.Derived, r.StatusCode,
 		nullable(r.ResourceID), nullable(string(r.ErrorCode)), nullable(r.ErrorDetail),
 		r.CreatedAt, r.ExpiresAt}
 }
@@ -237,7 +237,7 @@ func scanOrder(row pgx.CollectableRow) (order.Order, error) {
 func scanKey(row pgx.CollectableRow) (idempotency.Record, error) {
 	var r idempotency.Record
 	var resource, code, detail *string
-	err := row.Scan(&r.TenantID, &r.Key, &r.Fingerprint, &r.Derived, &r.StatusCode,
+	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &r.StatusCode,
 		&resource, &code, &detail, &r.CreatedAt, &r.ExpiresAt)
 	if resource != nil {
 		r.ResourceID = *resource

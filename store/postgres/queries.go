@@ -3,7 +3,7 @@ package postgres
 // Column lists, in the order orderArgs, casArgs and keyArgs bind them.
 const (
 	orderColumns = `id, tenant_id, customer_id, currency, items, amount, state, version, created_at, paid_at, fulfilled_at, cancelled_at`
-	keyColumns   = `tenant_id, key, fingerprint, derived, status_code, resource_id, error_code, error_detail, created_at, expires_at`
+	keyColumns   = `tenant_id, key_hash, fingerprint, derived, status_code, resource_id, error_code, error_detail, created_at, expires_at`
 )
 
 // claimKeySQL inserts a key record ($n offset by the caller's arguments). On
@@ -12,7 +12,7 @@ const (
 const claimKeyTemplate = `
 INSERT INTO idempotency_keys (` + keyColumns + `)
 VALUES (%[1]s)
-ON CONFLICT (tenant_id, key) DO UPDATE SET
+ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
     fingerprint = EXCLUDED.fingerprint, derived = EXCLUDED.derived,
     status_code = EXCLUDED.status_code, resource_id = EXCLUDED.resource_id,
     error_code = EXCLUDED.error_code, error_detail = EXCLUDED.error_detail,
@@ -59,7 +59,7 @@ WITH claim AS (` + sprintf(claimKeyTemplate, params(8, 17)) + `
 )
 SELECT EXISTS (SELECT 1 FROM claim), EXISTS (SELECT 1 FROM updated)`
 
-const selectKey = `SELECT ` + keyColumns + ` FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
+const selectKey = `SELECT ` + keyColumns + ` FROM idempotency_keys WHERE tenant_id = $1 AND key_hash = $2`
 
 const selectOrder = `SELECT ` + orderColumns + ` FROM orders WHERE tenant_id = $1 AND id = $2`
 

@@ -142,7 +142,7 @@ func claim(ctx context.Context, tx *sql.Tx, key idempotency.Record) (*idempotenc
 	} else if n == 1 {
 		return nil, nil
 	}
-	r, err := scanKey(tx.QueryRowContext(ctx, selectKey, key.TenantID, key.Key))
+	r, err := scanKey(tx.QueryRowContext(ctx, selectKey, key.TenantID, key.KeyHash))
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func casArgs(next order.Order) []any {
 }
 
 func keyArgs(r idempotency.Record) []any {
-	return []any{r.TenantID, r.Key, r.Fingerprint, r.Derived, r.StatusCode,
+	return []any{r.TenantID, r.KeyHash, r.Fingerprint, r.Derived, r.StatusCode,
 		nullable(r.ResourceID), nullable(string(r.ErrorCode)), nullable(r.ErrorDetail),
 		micros(r.CreatedAt), micros(r.ExpiresAt)}
 }
@@ -264,7 +264,7 @@ func scanKey(row scanner) (idempotency.Record, error) {
 	var r idempotency.Record
 	var resource, code, detail sql.NullString
 	var created, expires int64
-	err := row.Scan(&r.TenantID, &r.Key, &r.Fingerprint, &r.Derived, &r.StatusCode,
+	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &r.StatusCode,
 		&resource, &code, &detail, &created, &expires)
 	r.ResourceID, r.ErrorCode, r.ErrorDetail = resource.String, order.Code(code.String), detail.String
 	r.CreatedAt, r.ExpiresAt = fromMicros(created), fromMicros(expires)

@@ -40,7 +40,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 		t.Fatalf("order.New: %v", err)
 	}
 	rec := idempotency.Record{
-		TenantID: "tenant-a", Key: "create-1", Fingerprint: "sha256:abc",
+		TenantID: "tenant-a", KeyHash: idempotency.HashKey("create-1"), Fingerprint: "sha256:abc",
 		StatusCode: 201, ResourceID: o.ID,
 		CreatedAt: now, ExpiresAt: now.Add(idempotency.DefaultKeyTTL),
 	}
@@ -68,7 +68,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 	if got.ID != o.ID || got.Amount != 300 || got.Version != 1 || !got.CreatedAt.Equal(now) || len(got.Items) != 1 {
 		t.Errorf("order after reopen = %+v, want %+v", got, o)
 	}
-	gotRec, err := s.LookupKey(ctx, "tenant-a", "create-1")
+	gotRec, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("create-1"))
 	if err != nil {
 		t.Fatalf("LookupKey after reopen: %v", err)
 	}

@@ -175,7 +175,7 @@ func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
 		assertOrder(t, mustGet(t, s, "tenant-a", a.ID), a)
 		assertOrder(t, mustGet(t, s, "tenant-b", b.ID), b)
 		for _, want := range []idempotency.Record{aRec, bRec} {
-			got, err := s.LookupKey(ctx, want.TenantID, want.Key)
+			got, err := s.LookupKey(ctx, want.TenantID, want.KeyHash)
 			if err != nil {
 				t.Fatalf("LookupKey(%s): %v", want.TenantID, err)
 			}
@@ -242,7 +242,7 @@ func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SaveRecord", func(t *testing.T, s store.Store, _ order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
 			held, err := s.SaveRecord(t.Context(), newRec)
 			return func() bool {
-				r, err := s.LookupKey(t.Context(), newRec.TenantID, newRec.Key)
+				r, err := s.LookupKey(t.Context(), newRec.TenantID, newRec.KeyHash)
 				return err == nil && r.Fingerprint == newRec.Fingerprint
 			}, held, err
 		}},
@@ -770,7 +770,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), nexts[w])
 		for i, rec := range recs {
-			got, err := s.LookupKey(ctx, "tenant-a", rec.Key)
+			got, err := s.LookupKey(ctx, "tenant-a", rec.KeyHash)
 			switch {
 			case i == w && err != nil:
 				t.Errorf("winner's key: LookupKey: %v", err)
@@ -927,7 +927,7 @@ func newOrder(t *testing.T, tenant, customer string, at time.Time) order.Order {
 func newRecord(tenant, key, resourceID string, created time.Time) idempotency.Record {
 	return idempotency.Record{
 		TenantID:    tenant,
-		Key:         key,
+		KeyHash:     idempotency.HashKey(key),
 		Fingerprint: fmt.Sprintf("sha256:%s/%s/%d", key, resourceID, created.UnixMicro()),
 		StatusCode:  201,
 		ResourceID:  resourceID,
@@ -1011,7 +1011,7 @@ func assertRecord(t *testing.T, got, want idempotency.Record) {
 	t.Helper()
 	var d diff
 	d.check("TenantID", got.TenantID == want.TenantID, got.TenantID, want.TenantID)
-	d.check("Key", got.Key == want.Key, got.Key, want.Key)
+	d.check("KeyHash", got.KeyHash == want.KeyHash, got.KeyHash, want.KeyHash)
 	d.check("Fingerprint", got.Fingerprint == want.Fingerprint, got.Fingerprint, want.Fingerprint)
 	d.check("Derived", got.Derived == want.Derived, got.Derived, want.Derived)
 	d.check("StatusCode", got.StatusCode == want.StatusCode, got.StatusCode, want.StatusCode)
@@ -1021,7 +1021,7 @@ func assertRecord(t *testing.T, got, want idempotency.Record) {
 	d.check("CreatedAt", sameTime(got.CreatedAt, want.CreatedAt), got.CreatedAt, want.CreatedAt)
 	d.check("ExpiresAt", sameTime(got.ExpiresAt, want.ExpiresAt), got.ExpiresAt, want.ExpiresAt)
 	if len(d) > 0 {
-		t.Errorf("record (%s, %s) differs:\n  %s", want.TenantID, want.Key, strings.Join(d, "\n  "))
+		t.Errorf("record (%s, %s) differs:\n  %s", want.TenantID, want.KeyHash, strings.Join(d, "\n  "))
 	}
 }
 
