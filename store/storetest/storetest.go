@@ -122,7 +122,7 @@ func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
 				mustCreate(t, s, &rec, o)
 
 				assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
-				got, err := s.LookupKey(ctx, "tenant-a", "create-1")
+				got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("create-1"))
 				if err != nil {
 					t.Fatalf("LookupKey: %v", err)
 				}
@@ -154,7 +154,7 @@ func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
 
 		assertNotFound(t, "GetOrder of the second order", getErr(s.GetOrder(ctx, "tenant-a", second.ID)))
 		assertOrder(t, mustGet(t, s, "tenant-a", first.ID), first)
-		got, err := s.LookupKey(ctx, "tenant-a", "create-1")
+		got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("create-1"))
 		if err != nil {
 			t.Fatalf("LookupKey: %v", err)
 		}
@@ -269,7 +269,7 @@ func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 					if err != nil {
 						t.Fatalf("%s: %v", m.name, err)
 					}
-					got, lerr := s.LookupKey(ctx, "tenant-a", "key-1")
+					got, lerr := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("key-1"))
 					if lerr != nil {
 						t.Fatalf("LookupKey: %v", lerr)
 					}
@@ -320,7 +320,7 @@ func testTransition(t *testing.T, open func(t *testing.T) store.Store) {
 		if got.Version != 2 || got.State != order.Paid || got.PaidAt == nil {
 			t.Errorf("after pay: Version, State, PaidAt = %d, %s, %v; want 2, PAID, set", got.Version, got.State, got.PaidAt)
 		}
-		rec, err := s.LookupKey(ctx, "tenant-a", "pay-1")
+		rec, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("pay-1"))
 		if err != nil {
 			t.Fatalf("LookupKey: %v", err)
 		}
@@ -392,7 +392,7 @@ func testTransition(t *testing.T, open func(t *testing.T) store.Store) {
 				if held != nil {
 					t.Errorf("Transition held = %+v, want nil", *held)
 				}
-				assertNotFound(t, "LookupKey of a conflicted transition's key", getErr(s.LookupKey(ctx, "tenant-a", "late-1")))
+				assertNotFound(t, "LookupKey of a conflicted transition's key", getErr(s.LookupKey(ctx, "tenant-a", idempotency.HashKey("late-1"))))
 				assertOrder(t, mustGet(t, s, "tenant-a", o.ID), paid)
 			})
 		}
@@ -439,7 +439,7 @@ func testTransition(t *testing.T, open func(t *testing.T) store.Store) {
 		if held, err := s.Transition(ctx, nil, next); !errors.Is(err, store.ErrVersionConflict) || held != nil {
 			t.Errorf("Transition without key = %v, %v; want nil, ErrVersionConflict", held, err)
 		}
-		assertNotFound(t, "LookupKey of the conflicted key", getErr(s.LookupKey(ctx, "tenant-b", "pay-1")))
+		assertNotFound(t, "LookupKey of the conflicted key", getErr(s.LookupKey(ctx, "tenant-b", idempotency.HashKey("pay-1"))))
 		assertNotFound(t, "GetOrder by the other tenant", getErr(s.GetOrder(ctx, "tenant-b", o.ID)))
 		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
 	})
@@ -453,7 +453,7 @@ func testTransition(t *testing.T, open func(t *testing.T) store.Store) {
 		if held, err := s.Transition(ctx, &rec, o.Apply(order.Paid, base)); !errors.Is(err, store.ErrVersionConflict) || held != nil {
 			t.Errorf("Transition = %v, %v; want nil, ErrVersionConflict", held, err)
 		}
-		assertNotFound(t, "LookupKey", getErr(s.LookupKey(ctx, "tenant-a", "pay-1")))
+		assertNotFound(t, "LookupKey", getErr(s.LookupKey(ctx, "tenant-a", idempotency.HashKey("pay-1"))))
 		assertNotFound(t, "GetOrder", getErr(s.GetOrder(ctx, "tenant-a", o.ID)))
 	})
 }
@@ -477,7 +477,7 @@ func testSaveRecord(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatal("second SaveRecord claimed a held key")
 		}
 		assertRecord(t, *held, first)
-		got, err := s.LookupKey(ctx, "tenant-a", "noop-1")
+		got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("noop-1"))
 		if err != nil {
 			t.Fatalf("LookupKey: %v", err)
 		}
@@ -506,7 +506,7 @@ func testSaveRecord(t *testing.T, open func(t *testing.T) store.Store) {
 				if held, err := s.SaveRecord(ctx, rec); err != nil || held != nil {
 					t.Fatalf("SaveRecord = %v, %v; want nil, nil", held, err)
 				}
-				got, err := s.LookupKey(ctx, "tenant-a", "err-1")
+				got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("err-1"))
 				if err != nil {
 					t.Fatalf("LookupKey: %v", err)
 				}
@@ -523,7 +523,7 @@ func testLookupKey(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("UnknownKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
-		assertNotFound(t, "LookupKey", getErr(s.LookupKey(ctx, "tenant-a", "nope")))
+		assertNotFound(t, "LookupKey", getErr(s.LookupKey(ctx, "tenant-a", idempotency.HashKey("nope"))))
 	})
 
 	t.Run("AnotherTenantsKeyIsNotFound", func(t *testing.T) {
@@ -533,10 +533,10 @@ func testLookupKey(t *testing.T, open func(t *testing.T) store.Store) {
 		if held, err := s.SaveRecord(ctx, rec); err != nil || held != nil {
 			t.Fatalf("SaveRecord = %v, %v; want nil, nil", held, err)
 		}
-		if _, err := s.LookupKey(ctx, "tenant-a", "key-1"); err != nil {
+		if _, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("key-1")); err != nil {
 			t.Fatalf("LookupKey by its tenant: %v", err)
 		}
-		assertNotFound(t, "LookupKey by another tenant", getErr(s.LookupKey(ctx, "tenant-b", "key-1")))
+		assertNotFound(t, "LookupKey by another tenant", getErr(s.LookupKey(ctx, "tenant-b", idempotency.HashKey("key-1"))))
 	})
 }
 
@@ -671,7 +671,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 		if !slices.Equal(ids(list), []string{orders[w].ID}) {
 			t.Errorf("orders stored = %v, want only the winner's %s", ids(list), orders[w].ID)
 		}
-		got, err := s.LookupKey(ctx, "tenant-a", "same-key")
+		got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("same-key"))
 		if err != nil {
 			t.Fatalf("LookupKey: %v", err)
 		}
@@ -825,7 +825,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Errorf("final Version = %d, want 2", got.Version)
 		}
 		assertOrder(t, got, nexts[w])
-		rec, err := s.LookupKey(ctx, "tenant-a", "pay")
+		rec, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("pay"))
 		if err != nil {
 			t.Fatalf("LookupKey: %v", err)
 		}
