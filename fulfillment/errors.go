@@ -56,3 +56,31 @@ func IsRetryable(err error) bool {
 	}
 	return false
 }
+
+// ErrShipmentNotFound is wrapped by the error Warehouse.Lookup returns when
+// the warehouse has no shipment (and no remembered final failure) under the
+// idempotency key.
+var ErrShipmentNotFound = errors.New("fulfillment: shipment not found")
+
+// ErrUnknownOutcome is wrapped, inside a non-retryable *WarehouseError, by
+// the error a Warehouse returns when a Ship request reached the warehouse
+// but no usable answer came back: the connection broke or the call timed out
+// after the request was written. The warehouse may or may not have shipped.
+// IsRetryable reports false for it and IsUnknownOutcome true: the caller
+// should learn the outcome with Lookup (or by repeating the request with the
+// same idempotency key, which is always safe) before deciding anything. When
+// the cause was a context ending, the error also matches that context error
+// through errors.Is.
+var ErrUnknownOutcome = errors.New("fulfillment: outcome unknown")
+
+// IsUnknownOutcome reports whether err says a Ship call may or may not have
+// taken effect (errors.Is(err, ErrUnknownOutcome)). A caller must then
+// neither treat the shipment as failed nor as made, but look it up or repeat
+// it with the same idempotency key.
+func IsUnknownOutcome(err error) bool { return errors.Is(err, ErrUnknownOutcome) }
+
+// unknownOutcome returns the non-retryable WarehouseError for a call whose
+// outcome is unknown because of cause.
+func unknownOutcome(cause error) error {
+	return &WarehouseError{Err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}
+}

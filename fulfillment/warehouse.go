@@ -14,6 +14,14 @@ type Warehouse interface {
 	// Ship ships req.Items for req.OrderID. Errors are *WarehouseError
 	// values classed by IsRetryable.
 	Ship(ctx context.Context, req ShipmentRequest) (Shipment, error)
+	// Lookup returns the outcome the warehouse recorded under the shipment
+	// idempotency key: the Shipment, the remembered final failure as a
+	// non-retryable *WarehouseError (such as one wrapping ErrOutOfStock), or
+	// an error wrapping ErrShipmentNotFound if the warehouse has nothing
+	// under the key. It changes nothing, so a caller whose Ship ended with
+	// an unknown outcome (IsUnknownOutcome) may use it to learn what
+	// happened.
+	Lookup(ctx context.Context, idempotencyKey string) (Shipment, error)
 }
 
 // ShipmentRequest asks a Warehouse to ship the items of one order.

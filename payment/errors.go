@@ -111,3 +111,26 @@ func IsRetryable(err error) bool {
 func cancelled(ctx context.Context) error {
 	return &ProviderError{Retryable: true, Err: ctx.Err()}
 }
+
+// ErrUnknownOutcome is wrapped, inside a non-retryable *ProviderError, by the
+// error a Gateway returns when a request that changes something (a charge or
+// a refund) reached the provider but no usable answer came back: the
+// connection broke or the call timed out after the request was written. The
+// provider may or may not have acted. IsRetryable reports false for it and
+// IsUnknownOutcome true: the caller should learn the outcome with Lookup (or
+// by repeating the request with the same idempotency key, which is always
+// safe) before deciding anything. When the cause was a context ending, the
+// error also matches that context error through errors.Is.
+var ErrUnknownOutcome = errors.New("payment: outcome unknown")
+
+// IsUnknownOutcome reports whether err says a Gateway call may or may not
+// have taken effect at the provider (errors.Is(err, ErrUnknownOutcome)). A
+// caller must then neither treat the charge as failed nor as captured, but
+// look it up or repeat it with the same idempotency key.
+func IsUnknownOutcome(err error) bool { return errors.Is(err, ErrUnknownOutcome) }
+
+// unknownOutcome returns the non-retryable ProviderError for a call whose
+// outcome is unknown because of cause.
+func unknownOutcome(cause error) error {
+	return &ProviderError{Err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}
+}

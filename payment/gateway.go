@@ -19,6 +19,13 @@ type Gateway interface {
 	// parameters returns the original Refund. An unknown ChargeKey yields an
 	// error wrapping ErrChargeNotFound.
 	Refund(ctx context.Context, req RefundRequest) (Refund, error)
+	// Lookup returns the outcome the provider recorded under the charge
+	// idempotency key: the Charge (with its current Status), the remembered
+	// decline as a *DeclineError, or an error wrapping ErrChargeNotFound if
+	// the provider has nothing under the key. It changes nothing, so a
+	// caller whose Charge ended with an unknown outcome (IsUnknownOutcome)
+	// may use it to learn what happened.
+	Lookup(ctx context.Context, idempotencyKey string) (Charge, error)
 }
 
 // ChargeRequest asks a Gateway to capture a payment for one order.

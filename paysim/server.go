@@ -221,7 +221,11 @@ func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
 		ID: newID("ch_"), IdempotencyKey: key, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency,
 		PaymentMethod: p.PaymentMethod, Status: ChargeCaptured, CreatedAt: now(),
 	}
-	c.FailureCode, c.FailureMessage = decline(p.PaymentMethod, fault == FaultDecline)
+	c.FailureCode, c.FailureMessage = decline(p.PaymentMethod)
+	injectedDecline := fault == FaultDecline && c.FailureCode == ""
+	if injectedDecline {
+		c.FailureCode, c.FailureMessage = DeclineCardDeclined, "Your card was declined (injected)."
+	}
 	if c.FailureCode != "" {
 		c.Status = ChargeFailed
 	}
@@ -234,8 +238,12 @@ func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
 	case !created: // a concurrent request with the key won
 		replayCharge(w, c, p)
 	case fault == FaultDrop:
+		s.fired(r, FaultDrop)
 		drop(w)
 	default:
+		if injectedDecline {
+			s.fired(r, FaultDecline)
+		}
 		writeCharge(w, c, http.StatusCreated, false)
 	}
 }
@@ -253,17 +261,16 @@ func (s *Server) getCharge(w http.ResponseWriter, r *http.Request) {
 	writeCharge(w, c, http.StatusOK, false)
 }
 
-// decline returns the decline code and message for a new charge, or "".
-func decline(method string, injected bool) (code, message string) {
-	switch {
-	case method == "":
+// decline returns the decline code and message of a payment method, or ""
+// if it is approved.
+func decline(method string) (code, message string) {
+	switch method {
+	case "":
 		return DeclineInvalidPaymentMethod, "No payment method was given."
-	case method == MethodDeclined:
+	case MethodDeclined:
 		return DeclineCardDeclined, "Your card was declined."
-	case method == MethodInsufficientFunds:
+	case MethodInsufficientFunds:
 		return DeclineInsufficientFunds, "Your card has insufficient funds."
-	case injected:
-		return DeclineCardDeclined, "Your card was declined (injected)."
 	}
 	return "", ""
 }
@@ -339,6 +346,7 @@ func (s *Server) postRefund(w http.ResponseWriter, r *http.Request) {
 	case !created:
 		replayRefund(w, ref, p)
 	case fault == FaultDrop:
+		s.fired(r, FaultDrop)
 		drop(w)
 	default:
 		writeJSON(w, http.StatusCreated, ref)
@@ -431,6 +439,7 @@ func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) {
 	case !created:
 		replayShipment(w, sh, p)
 	case fault == FaultDrop:
+		s.fired(r, FaultDrop)
 		drop(w)
 	default:
 		writeShipment(w, sh, http.StatusCreated, false)
@@ -576,22 +585,19 @@ func (s *Server) decide(ctx context.Context, endpoint, key string, rf requestFau
 	return "", nil
 }
 
-// answerFault counts fault and, for the faults that commit nothing (error,
-// timeout), answers the request and reports true.
+// answerFault answers the request for the faults that commit nothing
+// (error, timeout), counting them, and reports whether it did. The caller
+// applies (and counts) drop and decline where they take effect.
 func (s *Server) answerFault(w http.ResponseWriter, r *http.Request, fault FaultKind) bool {
-	if fault == "" {
-		return false
-	}
-	s.count(fault)
-	s.log.Info("fault injected", "kind", string(fault), "method", r.Method, "path", r.URL.Path,
-		"idempotency_key", r.Header.Get(IdempotencyKeyHeader)+r.URL.Query().Get("idempotency_key"))
 	switch fault {
 	case FaultError:
+		s.fired(r, fault)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, apiError{Type: ErrTypeAPI, Code: "service_unavailable",
 			Message: "injected error: nothing was committed"})
 		return true
 	case FaultTimeout:
+		s.fired(r, fault)
 		if s.sleep(r.Context(), s.Faults().timeoutDelay()) {
 			writeError(w, http.StatusGatewayTimeout, apiError{Type: ErrTypeAPI, Code: "timeout",
 				Message: "injected timeout: nothing was committed"})
@@ -618,7 +624,7 @@ func (s *Server) lookupPrelude(w http.ResponseWriter, r *http.Request) (string, 
 	case FaultError, FaultTimeout:
 		return "", !s.answerFault(w, r, rf.kind)
 	case FaultDrop:
-		_ = s.answerFault(w, r, rf.kind)
+		s.fired(r, FaultDrop)
 		drop(w)
 		return "", false
 	}
@@ -663,6 +669,16 @@ func (s *Server) count(k FaultKind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.injected[k]++
+}
+
+// fired counts and logs a fault injected into r.
+func (s *Server) fired(r *http.Request, k FaultKind) {
+	s.count(k)
+	key := r.Header.Get(IdempotencyKeyHeader)
+	if r.Method == http.MethodGet {
+		key = r.URL.Query().Get("idempotency_key")
+	}
+	s.log.Info("fault injected", "kind", string(k), "method", r.Method, "path", r.URL.Path, "idempotency_key", key)
 }
 
 // drop closes the connection without answering, after the outcome was

@@ -1,0 +1,142 @@
+// Command paysim is a simulated payment provider and warehouse: package
+// paysim's HTTP API over a durable ledger in -data-dir, on its own port.
+//
+// Configuration comes from flags or, for each flag, the environment variable
+// PAYSIM_<FLAG> (dashes become underscores): -addr or PAYSIM_ADDR, and so on.
+// The run-level faults (-latency, -error-rate, -decline-rate, -timeout-rate,
+// -timeout-delay, -drop-rate, -seed) can be changed later with PUT
+// /admin/faults. paysim logs JSON lines to stderr, among them
+// {"msg":"listening","addr":"host:port"} once it accepts connections, so a
+// test may start it with -addr 127.0.0.1:0. SIGINT or SIGTERM shuts down
+// gracefully: injected delays end at once, in-flight requests finish, then
+// the ledger closes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/peterbourgon/ff/v3"
+
+	"github.com/orderly/orderly/paysim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := ParseConfig(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "paysim:", err)
+		os.Exit(2)
+	}
+	if err := Run(ctx, cfg, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "paysim:", err)
+		os.Exit(1)
+	}
+}
+
+// Config is paysim's configuration, parsed once by ParseConfig.
+type Config struct {
+	Addr            string
+	DataDir         string
+	Faults          paysim.Faults
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+}
+
+// ParseConfig parses args and PAYSIM_* environment variables. Errors name
+// the bad setting.
+func ParseConfig(args []string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("paysim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		c     Config
+		level = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8090", "listen address (env PAYSIM_ADDR)")
+	fs.StringVar(&c.DataDir, "data-dir", "paysim-data", "directory of the ledger's file (env PAYSIM_DATA_DIR)")
+	fs.DurationVar(&c.Faults.Latency, "latency", 0, "delay added to every /v1/ request")
+	fs.Float64Var(&c.Faults.ErrorRate, "error-rate", 0, "fraction of new requests answered 503, committing nothing")
+	fs.Float64Var(&c.Faults.DeclineRate, "decline-rate", 0, "fraction of new charges declined (card_declined)")
+	fs.Float64Var(&c.Faults.TimeoutRate, "timeout-rate", 0, "fraction of new requests held for -timeout-delay, committing nothing")
+	fs.DurationVar(&c.Faults.TimeoutDelay, "timeout-delay", paysim.DefaultTimeoutDelay, "how long a timeout fault holds the request")
+	fs.Float64Var(&c.Faults.DropRate, "drop-rate", 0, "fraction of new requests committed whose reply is dropped")
+	fs.Uint64Var(&c.Faults.Seed, "seed", 0, "seed of the fault draws")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", paysim.DefaultMaxBodyBytes, "request body limit in bytes")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take at shutdown")
+	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("PAYSIM")); err != nil {
+		return c, err
+	}
+	if err := c.Faults.Validate(); err != nil {
+		return c, fmt.Errorf("faults: %w", err)
+	}
+	if c.DataDir == "" {
+		return c, errors.New("-data-dir (PAYSIM_DATA_DIR) must not be empty")
+	}
+	if c.MaxBodyBytes <= 0 || c.ShutdownTimeout <= 0 {
+		return c, errors.New("-max-body-bytes and -shutdown-timeout must be positive")
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, fmt.Errorf("-log-level: %w", err)
+	}
+	return c, nil
+}
+
+// Run serves until ctx is done, then shuts down gracefully.
+func Run(ctx context.Context, c Config, logOut io.Writer) error {
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel}))
+	ledger, err := paysim.OpenLedger(ctx, c.DataDir)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	sim, err := paysim.NewServer(ledger, paysim.Config{Faults: c.Faults, Logger: log, MaxBodyBytes: c.MaxBodyBytes})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           sim,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// No WriteTimeout: injected delays may legitimately exceed any
+		// fixed bound (up to paysim.MaxDelay).
+		IdleTimeout: 120 * time.Second,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(sim.StopDelays)
+	log.Info("listening", "addr", ln.Addr().String(), "data_dir", c.DataDir, "faults", c.Faults)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", c.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
