@@ -41,6 +41,7 @@ var problems = map[order.Code]problemKind{
 	order.EKeyReused:           {http.StatusUnprocessableEntity, "Idempotency key reused", false},
 	order.EKeyInProgress:       {http.StatusConflict, "Request in progress", true},
 	order.EKeyExpired:          {http.StatusUnprocessableEntity, "Idempotency key expired", false},
+	order.EOrderBusy:           {http.StatusConflict, "Order busy", true},
 	order.EKeyRequired:         {http.StatusBadRequest, "Idempotency key required", false},
 	order.EUnavailable:         {http.StatusServiceUnavailable, "Service unavailable", true},
 	order.EInternal:            {http.StatusInternalServerError, "Internal error", false},

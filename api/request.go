@@ -6,7 +6,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -142,4 +144,23 @@ func (s *server) idempotencyKey(r *http.Request, route string, params map[string
 		return idempotency.Key{}, err
 	}
 	return idempotency.Key{Value: k, Fingerprint: fp}, nil
+}
+
+// preferWait returns the wait preference of Prefer header fields (RFC 7240
+// §4.3, "wait=<delta-seconds>"), 0 if absent or malformed.
+func preferWait(values []string) time.Duration {
+	for _, v := range values {
+		for _, pref := range strings.Split(v, ",") {
+			name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
+				continue
+			}
+			n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(val), `"`))
+			if err != nil || n < 0 {
+				return 0
+			}
+			return time.Duration(min(n, 3600)) * time.Second
+		}
+	}
+	return 0
 }

@@ -89,6 +89,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		r.Post("/orders/{id}/pay", s.payOrder)
 		r.Post("/orders/{id}/fulfill", s.fulfillOrder)
 		r.Post("/orders/{id}/cancel", s.cancelOrder)
+		r.Get("/idempotency-keys/{key}", s.getKeyStatus)
 	})
 	s.router = r
 	return r
@@ -239,7 +240,7 @@ func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	res, err := s.svc.Pay(r.Context(), tenantOf(r.Context()), id, key, in)
+	res, err := s.svc.Pay(r.Context(), s.call(r, id, key), in)
 	s.respond(w, r, res, err)
 }
 
@@ -255,7 +256,7 @@ func (s *server) cancelOrder(w http.ResponseWriter, r *http.Request) {
 type emptyBody struct{}
 
 func (s *server) emptyBodyEvent(w http.ResponseWriter, r *http.Request, route string,
-	do func(context.Context, string, string, idempotency.Key) (service.Result, error)) {
+	do func(context.Context, service.Call) (service.Result, error)) {
 	body, err := s.readBody(w, r, &emptyBody{}, false)
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -267,8 +268,41 @@ func (s *server) emptyBodyEvent(w http.ResponseWriter, r *http.Request, route st
 		writeError(w, r, s.log, err)
 		return
 	}
-	res, err := do(r.Context(), tenantOf(r.Context()), id, key)
+	res, err := do(r.Context(), s.call(r, id, key))
 	s.respond(w, r, res, err)
+}
+
+// call assembles a service call on order id from the request.
+func (s *server) call(r *http.Request, id string, key idempotency.Key) service.Call {
+	return service.Call{TenantID: tenantOf(r.Context()), OrderID: id, Key: key, Wait: preferWait(r.Header.Values("Prefer"))}
+}
+
+// getKeyStatus answers GET /v1/idempotency-keys/{key}: the key's state, its
+// expiry, and the outcome's resource and status.
+func (s *server) getKeyStatus(w http.ResponseWriter, r *http.Request) {
+	key, err := idempotency.ParseKey(chi.URLParam(r, "key"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	info, err := s.svc.KeyStatus(r.Context(), tenantOf(r.Context()), key)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, keyStatus{
+		Key: key, State: string(info.State), ExpiresAt: info.ExpiresAt,
+		ResourceID: info.ResourceID, StatusCode: info.StatusCode,
+	})
+}
+
+// keyStatus is the body of GET /v1/idempotency-keys/{key}.
+type keyStatus struct {
+	Key        string    `json:"key"`
+	State      string    `json:"state"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	ResourceID string    `json:"resource_id,omitempty"`
+	StatusCode int       `json:"status_code,omitempty"`
 }
 
 // respond writes a use case's result: the order with its status, or the

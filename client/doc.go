@@ -30,7 +30,7 @@
 //
 //   - network errors: connection refused or reset, EOF, timeouts (including
 //     the per-attempt timeout of [WithAttemptTimeout]);
-//   - 409 with problem type idempotency_key_in_progress;
+//   - 409 with problem type idempotency_key_in_progress or order_busy;
 //   - 429, 500, 502, 503 and 504.
 //
 // Everything else is final: 400, 401, 403, 404, 422, a 409 of any other type

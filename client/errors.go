@@ -23,6 +23,7 @@ const (
 	CodeMethodNotAllowed    = "method_not_allowed"
 	CodeInvalidTransition   = "invalid_transition"
 	CodeKeyInProgress       = "idempotency_key_in_progress"
+	CodeOrderBusy           = "order_busy"
 	CodePayloadTooLarge     = "payload_too_large"
 	CodeUnsupportedMedia    = "unsupported_media_type"
 	CodeMismatch            = "mismatch"
@@ -164,7 +165,7 @@ func retryableStatus(status int, code string) bool {
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
 	case http.StatusConflict:
-		return code == CodeKeyInProgress
+		return code == CodeKeyInProgress || code == CodeOrderBusy
 	}
 	return false
 }

@@ -50,6 +50,40 @@ type Key struct {
 // IsZero reports whether k carries no key.
 func (k Key) IsZero() bool { return k.Value == "" }
 
+// State is the lifecycle state of a stored key.
+type State string
+
+// Key states. The set is closed: the database constrains the column to it.
+const (
+	// StateInProgress: a request or the completer holds the key's lease.
+	StateInProgress State = "in_progress"
+	// StateCompleted: the outcome is recorded and replays.
+	StateCompleted State = "completed"
+	// StateRetryableFailure: the request failed before anything final
+	// happened; a retry with the same key takes it over.
+	StateRetryableFailure State = "retryable_failure"
+	// StateUnknownOutcome: a provider call's outcome is unknown (timeout,
+	// dropped reply); the next holder asks the provider first.
+	StateUnknownOutcome State = "unknown_outcome"
+	// StateExpired: a tombstone past the retention window; the outcome is
+	// gone and a retry gets an "expired" error.
+	StateExpired State = "expired"
+)
+
+// RecoveryPoint records how far a leased request got, so whoever takes the
+// key over next knows where to resume (Stripe's "atomic phases").
+type RecoveryPoint string
+
+// Recovery points.
+const (
+	// RecoveryStarted: the key is claimed; nothing outside the database
+	// happened yet.
+	RecoveryStarted RecoveryPoint = "started"
+	// RecoveryAttemptRecorded: a provider attempt (Record.AttemptKey) is
+	// recorded and may have reached the provider.
+	RecoveryAttemptRecorded RecoveryPoint = "attempt_recorded"
+)
+
 // Record is the stored outcome of the first request that claimed a key,
 // scoped by (TenantID, KeyHash). Stores keep only the key's hash (HashKey),
 // never the key itself. StatusCode is the HTTP status of that outcome
@@ -57,6 +91,11 @@ func (k Key) IsZero() bool { return k.Value == "" }
 // order it concerns. For a final error, ErrorCode and ErrorDetail let a
 // replay return the same problem. ExpiresAt is CreatedAt plus the key's
 // retention window.
+//
+// While State is StateInProgress the key is leased until LockedUntil by the
+// holder of FencingToken; the token grows on every takeover, and a write
+// fenced by an older token is refused. StatusCode is set only when
+// completed. TombstoneUntil is when an expired key's tombstone is deleted.
 type Record struct {
 	TenantID    string
 	KeyHash     string
@@ -68,6 +107,13 @@ type Record struct {
 	ErrorDetail string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+
+	State          State
+	LockedUntil    time.Time
+	FencingToken   int64
+	RecoveryPoint  RecoveryPoint
+	AttemptKey     string
+	TombstoneUntil time.Time
 }
 
 // HashKey returns the lowercase hex SHA-256 of key: what stores keep and

@@ -33,6 +33,9 @@ const (
 	// EKeyInProgress: a request with the same idempotency key is still being
 	// processed (409 with Retry-After, draft §2.7).
 	EKeyInProgress Code = "idempotency_key_in_progress"
+	// EOrderBusy: another operation on the order is calling a provider (a
+	// payment, a shipment, a refund); retry later (409 with Retry-After).
+	EOrderBusy Code = "order_busy"
 	// EKeyExpired: the idempotency key is past its retention window and can no
 	// longer be replayed; the client must use a new key (422).
 	EKeyExpired Code = "idempotency_key_expired"

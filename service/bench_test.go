@@ -133,7 +133,7 @@ func BenchmarkPay(b *testing.B) {
 	rt.reset()
 	b.ResetTimer()
 	for i := range b.N {
-		res, err := svc.Pay(ctx, "t", ids[i], benchKey(b.N+i), in)
+		res, err := svc.Pay(ctx, service.Call{TenantID: "t", OrderID: ids[i], Key: benchKey(b.N + i)}, in)
 		if err != nil || res.Order.State != order.Paid {
 			b.Fatalf("pay = %+v, %v", res, err)
 		}

@@ -38,7 +38,6 @@ import (
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
-	"github.com/orderly/orderly/statemachine"
 	"github.com/orderly/orderly/store"
 )
 
@@ -46,6 +45,13 @@ import (
 const (
 	StatusCreated = 201
 	StatusOK      = 200
+)
+
+// Defaults of Config.
+const (
+	DefaultLeaseDuration = 30 * time.Second
+	DefaultMaxWait       = 10 * time.Second
+	DefaultTombstoneTTL  = 30 * 24 * time.Hour
 )
 
 // maxDecisions bounds how often a transition re-reads and decides again after
@@ -64,6 +70,16 @@ type Config struct {
 	// StatusOf maps an error code to the HTTP status recorded for a final
 	// error (the api package's table). Required.
 	StatusOf func(order.Code) int
+	// LeaseDuration is how long a request holds its key while it calls a
+	// provider (default 30s). It must exceed the providers' timeouts, so a
+	// live request's lease never lapses mid-call.
+	LeaseDuration time.Duration
+	// MaxWait caps how long a request may wait for a concurrent duplicate
+	// (Prefer: wait; default 10s).
+	MaxWait time.Duration
+	// TombstoneTTL is how long an expired client key's tombstone is kept
+	// (default 30 days).
+	TombstoneTTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives warnings (default slog.Default()).
@@ -87,6 +103,15 @@ func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Confi
 	if cfg.DerivedKeyTTL <= 0 {
 		cfg.DerivedKeyTTL = idempotency.DefaultDerivedKeyTTL
 	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.TombstoneTTL <= 0 {
+		cfg.TombstoneTTL = DefaultTombstoneTTL
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -109,6 +134,17 @@ type Result struct {
 	Status       int
 	Replayed     bool
 	KeyExpiresAt time.Time
+}
+
+// Call is one side-effecting request on an order: who asks, with which
+// idempotency key, and how long the client is prepared to wait for a
+// concurrent duplicate to finish (Prefer: wait=N, RFC 7240; 0 answers 409 at
+// once).
+type Call struct {
+	TenantID string
+	OrderID  string
+	Key      idempotency.Key
+	Wait     time.Duration
 }
 
 // PayInput is the body of a pay request. Amount (minor units) and Currency
@@ -165,273 +201,105 @@ func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.K
 	if err != nil {
 		return Result{}, err
 	}
-	rec := s.record(tenantID, key, now, StatusCreated, o.ID, nil)
+	rec := s.record(tenantID, key, now, StatusCreated, o.ID)
 	held, err := s.store.CreateOrder(ctx, rec, o)
 	if err != nil {
 		return Result{}, err
 	}
 	if held != nil {
-		return s.replay(ctx, key, *held, now)
+		return s.held(ctx, key, *held, now, 0)
 	}
 	return Result{Order: o, Status: StatusCreated, KeyExpiresAt: expiry(rec)}, nil
 }
 
-// Pay charges the order through the payment gateway and moves it to PAID.
-// Paying a PAID or FULFILLED order is a no-op. Errors: ENotFound, EInvalid
-// (missing payment method; not stored), EMismatch (amount or currency differ
-// from the order's), EDeclined, EInvalidTransition, EKeyReused,
-// EKeyExpired, EUnavailable (provider or store failed; not stored).
-func (s *Service) Pay(ctx context.Context, tenantID, orderID string, key idempotency.Key, in PayInput) (Result, error) {
-	if in.PaymentMethod == "" {
-		return Result{}, &order.Error{Code: order.EInvalid, Message: "the payment has invalid fields",
-			Fields: []order.FieldError{{Field: "payment_method", Reason: "is required"}}}
-	}
-	check := func(o order.Order) error {
-		if in.Amount != o.Amount || in.Currency != o.Currency {
-			return order.Errorf(order.EMismatch,
-				"payment of %d %s does not match the order's amount %d %s", in.Amount, in.Currency, o.Amount, o.Currency)
-		}
-		return nil
-	}
-	charge := func(ctx context.Context, o order.Order) error {
-		_, err := s.gateway.Charge(ctx, payment.ChargeRequest{
-			IdempotencyKey: chargeKey(o.ID, o.Version), OrderID: o.ID,
-			Amount: o.Amount, Currency: o.Currency, PaymentMethod: in.PaymentMethod,
-		})
-		var decline *payment.DeclineError
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &decline):
-			return order.Errorf(order.EDeclined, "the payment was declined: %s", decline.Code)
-		case errors.Is(err, payment.ErrIdempotencyKeyReused):
-			// Another pay of this order version with other payment details
-			// reached the provider first; its outcome decides.
-			return order.Errorf(order.EKeyInProgress, "another payment of order %s is in progress; retry", o.ID)
-		default:
-			return &order.Error{Code: order.EUnavailable, Message: "the payment provider is unavailable: " + err.Error()}
-		}
-	}
-	return s.transition(ctx, tenantID, orderID, key, order.EventPay, check, charge)
-}
-
-// Fulfill ships the order through the warehouse and moves it from PAID to
-// FULFILLED. Fulfilling a FULFILLED order is a no-op. Errors: ENotFound,
-// EInvalidTransition, EFulfillmentRejected, EKeyReused, EKeyExpired,
-// EUnavailable.
-func (s *Service) Fulfill(ctx context.Context, tenantID, orderID string, key idempotency.Key) (Result, error) {
-	ship := func(ctx context.Context, o order.Order) error {
-		_, err := s.warehouse.Ship(ctx, fulfillment.ShipmentRequest{
-			IdempotencyKey: o.ID + "/fulfill", OrderID: o.ID, Items: o.Items,
-		})
-		switch {
-		case err == nil:
-			return nil
-		case !fulfillment.IsRetryable(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-			return order.Errorf(order.EFulfillmentRejected, "the warehouse rejected the shipment: %v", err)
-		default:
-			return &order.Error{Code: order.EUnavailable, Message: "the warehouse is unavailable: " + err.Error()}
-		}
-	}
-	return s.transition(ctx, tenantID, orderID, key, order.EventFulfill, nil, ship)
-}
-
-// Cancel moves a RCVD order to CANCELLED. Cancelling a CANCELLED order is a
-// no-op. Errors: ENotFound, EInvalidTransition, EKeyReused, EKeyExpired,
-// EUnavailable.
-func (s *Service) Cancel(ctx context.Context, tenantID, orderID string, key idempotency.Key) (Result, error) {
-	return s.transition(ctx, tenantID, orderID, key, order.EventCancel, nil, nil)
-}
-
-// transition is the shared shape of Pay, Fulfill and Cancel: replay a held
-// key; read; check; decide; act once; compare-and-set; on a lost race read
-// and decide again.
-func (s *Service) transition(ctx context.Context, tenantID, orderID string, key idempotency.Key, ev order.Event,
-	check func(order.Order) error, act func(context.Context, order.Order) error) (Result, error) {
-	now := s.cfg.Now()
-	if !key.IsZero() {
-		held, err := s.store.LookupKey(ctx, tenantID, idempotency.HashKey(key.Value))
-		switch {
-		case err == nil && !(held.Derived && held.Expired(now)):
-			return s.replay(ctx, key, held, now)
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			return Result{}, err
-		}
-	}
-	acted := false
-	for range maxDecisions {
-		o, err := s.store.GetOrder(ctx, tenantID, orderID)
-		if err != nil {
-			return Result{}, notFound(err, orderID)
-		}
-		if check != nil {
-			if err := check(o); err != nil {
-				return s.final(ctx, tenantID, key, now, o.ID, err)
-			}
-		}
-		d, err := statemachine.Decide(o.State, ev)
-		if err != nil {
-			if ev == order.EventPay && o.State == order.Cancelled {
-				// A charge may have been captured by a pay that lost the race
-				// to a cancel (this one, or an earlier try); refund it.
-				if err := s.refundCancelled(ctx, o); err != nil {
-					return Result{}, err
-				}
-			}
-			return s.final(ctx, tenantID, key, now, o.ID, err)
-		}
-		if d.Outcome == statemachine.NoOp {
-			return s.succeed(ctx, tenantID, key, now, o, nil)
-		}
-		if act != nil && !acted {
-			if err := act(ctx, o); err != nil {
-				switch order.ErrorCode(err) {
-				case order.EUnavailable, order.EKeyInProgress:
-					return Result{}, err
-				case order.EDeclined:
-					return s.declined(ctx, tenantID, key, now, o, err)
-				}
-				return s.final(ctx, tenantID, key, now, o.ID, err)
-			}
-			acted = true
-		}
-		next := o.Apply(d.To, now)
-		res, err := s.succeed(ctx, tenantID, key, now, next, &o)
-		if errors.Is(err, store.ErrVersionConflict) {
-			continue
-		}
-		return res, err
-	}
-	return Result{}, order.Errorf(order.EUnavailable, "order %s is changing too fast; retry", orderID)
-}
-
-// succeed records a 200 outcome for o: with prev non-nil as the
-// compare-and-set from prev to o, else (a no-op) as a key record alone.
-func (s *Service) succeed(ctx context.Context, tenantID string, key idempotency.Key, now time.Time, o order.Order, prev *order.Order) (Result, error) {
-	rec := s.record(tenantID, key, now, StatusOK, o.ID, nil)
-	var held *idempotency.Record
-	var err error
-	switch {
-	case prev != nil:
-		held, err = s.store.Transition(ctx, rec, o)
-	case rec != nil:
-		held, err = s.store.SaveRecord(ctx, *rec)
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	if held != nil {
-		return s.replay(ctx, key, *held, now)
-	}
-	return Result{Order: o, Status: StatusOK, KeyExpiresAt: expiry(rec)}, nil
-}
-
-// declined records a decline: the order stays RCVD but its version moves on
-// (compare-and-set, with the 402 claimed in the same transaction), so the
-// next pay uses a new provider-side key and another payment method can be
-// tried. If the order moved meanwhile, the 402 is recorded alone.
-func (s *Service) declined(ctx context.Context, tenantID string, key idempotency.Key, now time.Time, o order.Order, cause error) (Result, error) {
-	oe := cause.(*order.Error)
-	status := s.cfg.StatusOf(oe.Code)
-	rec := s.record(tenantID, key, now, status, o.ID, oe)
-	held, err := s.store.Transition(ctx, rec, o.Apply(o.State, now))
-	switch {
-	case errors.Is(err, store.ErrVersionConflict):
-		return s.final(ctx, tenantID, key, now, o.ID, cause)
-	case err != nil:
-		return Result{}, err
-	case held != nil:
-		return s.replay(ctx, key, *held, now)
-	}
-	return Result{Status: status, KeyExpiresAt: expiry(rec)}, cause
-}
-
-// chargeKey is the provider-side idempotency key of paying order id at
-// version: every pay of one order version is one logical charge. A decline
-// moves the version on, so a new payment method gets a new charge.
-func chargeKey(id string, version int64) string { return fmt.Sprintf("%s/pay/%d", id, version) }
-
-// final records a final error outcome for the key and returns it.
-func (s *Service) final(ctx context.Context, tenantID string, key idempotency.Key, now time.Time, orderID string, cause error) (Result, error) {
-	var oe *order.Error
-	if !errors.As(cause, &oe) {
-		return Result{}, cause
-	}
-	status := s.cfg.StatusOf(oe.Code)
-	rec := s.record(tenantID, key, now, status, orderID, oe)
-	if rec == nil {
-		return Result{Status: status}, cause
-	}
-	held, err := s.store.SaveRecord(ctx, *rec)
-	if err != nil {
-		return Result{}, err
-	}
-	if held != nil {
-		return s.replay(ctx, key, *held, now)
-	}
-	return Result{Status: status, KeyExpiresAt: rec.ExpiresAt}, cause
-}
-
-// replay answers with the outcome held recorded: the same status, the
-// order's current state, or the same final error.
-func (s *Service) replay(ctx context.Context, key idempotency.Key, held idempotency.Record, now time.Time) (Result, error) {
-	if held.Fingerprint != key.Fingerprint {
+// held answers a request whose key another request holds: a replay of a
+// completed outcome, or the reason there is none (EKeyReused, EKeyExpired,
+// EKeyInProgress). With wait > 0 (Prefer: wait, RFC 7240 §4.3) it waits up
+// to wait (capped by Config.MaxWait) for an in-progress holder to finish.
+func (s *Service) held(ctx context.Context, key idempotency.Key, h idempotency.Record, now time.Time, wait time.Duration) (Result, error) {
+	if h.Fingerprint != key.Fingerprint {
 		return Result{}, order.Errorf(order.EKeyReused,
 			"this Idempotency-Key was used with a different request; use a new key for a new request")
 	}
-	if held.Expired(now) {
+	if h.State == idempotency.StateExpired || (h.State == idempotency.StateCompleted && h.Expired(now)) {
 		return Result{}, order.Errorf(order.EKeyExpired,
-			"this Idempotency-Key expired at %s; retry with a new key", held.ExpiresAt.Format(time.RFC3339))
+			"this Idempotency-Key expired at %s; retry with a new key", h.ExpiresAt.Format(time.RFC3339))
 	}
-	res := Result{Status: held.StatusCode, Replayed: true, KeyExpiresAt: held.ExpiresAt}
-	if err := held.Err(); err != nil {
+	if h.State != idempotency.StateCompleted {
+		if wait = min(wait, s.cfg.MaxWait); wait > 0 {
+			return s.awaitCompletion(ctx, key, h, wait)
+		}
+		return Result{}, order.Errorf(order.EKeyInProgress,
+			"a request with this Idempotency-Key is still being processed; retry later with the same key")
+	}
+	return s.replay(ctx, h)
+}
+
+// awaitCompletion polls the key until its holder completes it or wait runs
+// out.
+func (s *Service) awaitCompletion(ctx context.Context, key idempotency.Key, h idempotency.Record, wait time.Duration) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	t := time.NewTicker(waitPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return Result{}, order.Errorf(order.EKeyInProgress,
+				"a request with this Idempotency-Key is still being processed; retry later with the same key")
+		case <-t.C:
+		}
+		r, err := s.store.LookupKey(ctx, h.TenantID, h.KeyHash)
+		if err != nil {
+			continue
+		}
+		if r.State == idempotency.StateCompleted {
+			return s.held(ctx, key, r, s.cfg.Now(), 0)
+		}
+	}
+}
+
+// waitPoll is how often a request that waits (Prefer: wait) re-reads a key.
+const waitPoll = 50 * time.Millisecond
+
+// replay answers with the outcome h recorded: the same status, the order's
+// current state, or the same final error.
+func (s *Service) replay(ctx context.Context, h idempotency.Record) (Result, error) {
+	res := Result{Status: h.StatusCode, Replayed: true, KeyExpiresAt: h.ExpiresAt}
+	if err := h.Err(); err != nil {
 		return res, err
 	}
-	o, err := s.store.GetOrder(ctx, held.TenantID, held.ResourceID)
+	o, err := s.store.GetOrder(ctx, h.TenantID, h.ResourceID)
 	if err != nil {
-		return Result{}, fmt.Errorf("replay of key for %s: %w", held.ResourceID, err)
+		return Result{}, fmt.Errorf("replay of key for %s: %w", h.ResourceID, err)
 	}
 	res.Order = o
 	return res, nil
 }
 
-// refundCancelled refunds the order's charge, if one was captured, with the
-// order's provider-side refund key.
-func (s *Service) refundCancelled(ctx context.Context, o order.Order) error {
-	_, err := s.gateway.Refund(ctx, payment.RefundRequest{
-		// Only a cancel at version v+1 can orphan a charge made at version v.
-		IdempotencyKey: o.ID + "/refund", ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount,
-	})
-	switch {
-	case err == nil:
-		s.cfg.Logger.Info("a charge captured for a cancelled order is refunded", "order_id", o.ID)
-		return nil
-	case errors.Is(err, payment.ErrChargeNotFound):
-		return nil
-	default:
-		return &order.Error{Code: order.EUnavailable, Message: "the payment provider is unavailable: " + err.Error()}
-	}
-}
-
-// record returns the key record to claim for an outcome, or nil without a
-// key.
-func (s *Service) record(tenantID string, key idempotency.Key, now time.Time, status int, resourceID string, e *order.Error) *idempotency.Record {
+// record returns the completed key record to claim for a create, or nil
+// without a key.
+func (s *Service) record(tenantID string, key idempotency.Key, now time.Time, status int, resourceID string) *idempotency.Record {
 	if key.IsZero() {
 		return nil
 	}
+	r := s.claim(tenantID, key, now, resourceID)
+	r.State, r.StatusCode = idempotency.StateCompleted, status
+	return &r
+}
+
+// claim returns the key record a request claims at now: tenant-scoped, by
+// hash, with the key's retention window.
+func (s *Service) claim(tenantID string, key idempotency.Key, now time.Time, resourceID string) idempotency.Record {
 	ttl := s.cfg.KeyTTL
 	if key.Derived {
 		ttl = s.cfg.DerivedKeyTTL
 	}
 	now = now.UTC().Truncate(time.Microsecond)
-	r := &idempotency.Record{
-		TenantID: tenantID, KeyHash: idempotency.HashKey(key.Value), Fingerprint: key.Fingerprint, Derived: key.Derived,
-		StatusCode: status, ResourceID: resourceID, CreatedAt: now, ExpiresAt: now.Add(ttl),
+	return idempotency.Record{
+		TenantID: tenantID, KeyHash: idempotency.HashKey(key.Value), Fingerprint: key.Fingerprint,
+		Derived: key.Derived, ResourceID: resourceID, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
-	if e != nil {
-		r.ErrorCode, r.ErrorDetail = e.Code, e.Message
-	}
-	return r
 }
 
 func expiry(r *idempotency.Record) time.Time {

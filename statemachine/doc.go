@@ -2,6 +2,7 @@
 //
 //	RCVD --pay--> PAID --fulfill--> FULFILLED
 //	RCVD --cancel--> CANCELLED
+//	PAID --cancel--> CANCELLED (the charge is refunded first)
 //
 // Decide is a pure function of (state, event): a machine is built for each
 // decision and never outlives it, because the database, not a process, holds

@@ -29,7 +29,7 @@ type Decision struct {
 var transitions = fsm.Events{
 	{Name: string(order.EventPay), Src: []string{string(order.Received)}, Dst: string(order.Paid)},
 	{Name: string(order.EventFulfill), Src: []string{string(order.Paid)}, Dst: string(order.Fulfilled)},
-	{Name: string(order.EventCancel), Src: []string{string(order.Received)}, Dst: string(order.Cancelled)},
+	{Name: string(order.EventCancel), Src: []string{string(order.Received), string(order.Paid)}, Dst: string(order.Cancelled)},
 }
 
 // satisfied lists, for each event, the states in which its effect already

@@ -22,7 +22,7 @@ func TestDecideEveryStateAndEvent(t *testing.T) {
 		{order.Received, order.EventCancel, statemachine.Transition, order.Cancelled},
 		{order.Paid, order.EventPay, statemachine.NoOp, order.Paid},
 		{order.Paid, order.EventFulfill, statemachine.Transition, order.Fulfilled},
-		{order.Paid, order.EventCancel, invalid, ""},
+		{order.Paid, order.EventCancel, statemachine.Transition, order.Cancelled},
 		{order.Fulfilled, order.EventPay, statemachine.NoOp, order.Fulfilled},
 		{order.Fulfilled, order.EventFulfill, statemachine.NoOp, order.Fulfilled},
 		{order.Fulfilled, order.EventCancel, invalid, ""},

@@ -70,6 +70,14 @@ type Config struct {
 	VolatileFields      []string
 	MaxBodyBytes        int64
 	ShutdownTimeout     time.Duration
+	PaymentURL          string
+	WarehouseURL        string
+	ProviderTimeout     time.Duration
+	LeaseDuration       time.Duration
+	MaxWait             time.Duration
+	TombstoneTTL        time.Duration
+	CompleterInterval   time.Duration
+	SweepInterval       time.Duration
 	LogLevel            slog.Level
 	usingDevelopmentKey bool
 }
@@ -94,6 +102,14 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.DerivedKeyTTL, "idempotency-derived-ttl", idempotency.DefaultDerivedKeyTTL, "retention of keys derived when none is sent")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", api.DefaultMaxBodyBytes, "request body limit in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long in-flight requests may take at shutdown")
+	fs.StringVar(&c.PaymentURL, "payment-url", "", "base URL of an HTTP payment provider (paysim); empty uses the built-in simulator")
+	fs.StringVar(&c.WarehouseURL, "warehouse-url", "", "base URL of an HTTP warehouse (paysim); empty uses -payment-url, or the built-in simulator")
+	fs.DurationVar(&c.ProviderTimeout, "provider-timeout", 10*time.Second, "timeout of one provider call")
+	fs.DurationVar(&c.LeaseDuration, "lease", service.DefaultLeaseDuration, "how long a request holds its idempotency key while calling a provider; must exceed -provider-timeout")
+	fs.DurationVar(&c.MaxWait, "max-wait", service.DefaultMaxWait, "cap on Prefer: wait for a concurrent duplicate")
+	fs.DurationVar(&c.TombstoneTTL, "idempotency-tombstone-ttl", service.DefaultTombstoneTTL, "how long an expired key's tombstone is kept")
+	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ORDERD")); err != nil {
 		return c, err
 	}
@@ -101,8 +117,17 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if !c.Policy.Valid() {
 		return c, fmt.Errorf("-idempotency-policy (ORDERD_IDEMPOTENCY_POLICY) must be derive, require or off, not %q", *policy)
 	}
-	if c.KeyTTL <= 0 || c.DerivedKeyTTL <= 0 {
+	if c.KeyTTL <= 0 || c.DerivedKeyTTL <= 0 || c.TombstoneTTL <= 0 {
 		return c, errors.New("idempotency TTLs must be positive")
+	}
+	if c.ProviderTimeout <= 0 || c.LeaseDuration <= c.ProviderTimeout {
+		return c, errors.New("-lease (ORDERD_LEASE) must exceed -provider-timeout (ORDERD_PROVIDER_TIMEOUT), both positive")
+	}
+	if c.CompleterInterval <= 0 || c.SweepInterval <= 0 || c.MaxWait < 0 {
+		return c, errors.New("-completer-interval and -sweep-interval must be positive")
+	}
+	if c.WarehouseURL == "" {
+		c.WarehouseURL = c.PaymentURL
 	}
 	c.VolatileFields = []string{}
 	for _, f := range strings.Split(*volatile, ",") {
@@ -165,8 +190,37 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	defer st.Close()
 	log.Info("store ready", "store", kind)
 
-	svc := service.New(st, payment.NewSimulator(), fulfillment.NewSimulator(), service.Config{
-		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, StatusOf: api.StatusOf, Logger: log,
+	gw, wh, err := providers(c)
+	if err != nil {
+		return err
+	}
+	svc := service.New(st, gw, wh, service.Config{
+		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
+		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, StatusOf: api.StatusOf, Logger: log,
+	})
+	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
+	go every(workers, c.CompleterInterval, func(ctx context.Context) {
+		if n, err := svc.RecoverAbandoned(ctx, 50); err != nil {
+			log.Warn("completer pass failed", "err", err)
+		} else if n > 0 {
+			log.Info("completer pass", "taken_over", n)
+		}
+	})
+	go every(workers, c.SweepInterval, func(ctx context.Context) {
+		for range 20 { // at most 20 batches a pass, so one pass stays short
+			res, err := svc.SweepKeys(ctx, 500)
+			if err != nil {
+				log.Warn("sweep failed", "err", err)
+				return
+			}
+			if res.Tombstoned+res.Deleted > 0 {
+				log.Info("swept idempotency keys", "tombstoned", res.Tombstoned, "deleted", res.Deleted)
+			}
+			if res.Tombstoned < 500 && res.Deleted < 500 {
+				return
+			}
+		}
 	})
 	handler := api.New(svc, api.Config{
 		APIKeys:       c.APIKeys,
@@ -202,6 +256,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "timeout", c.ShutdownTimeout.String())
+	stopWorkers()
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -209,6 +264,42 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// providers returns the payment gateway and warehouse: HTTP clients of the
+// configured provider, or the built-in simulators.
+func providers(c Config) (payment.Gateway, fulfillment.Warehouse, error) {
+	var gw payment.Gateway = payment.NewSimulator()
+	var wh fulfillment.Warehouse = fulfillment.NewSimulator()
+	if c.PaymentURL != "" {
+		g, err := payment.NewHTTPGateway(c.PaymentURL, payment.WithTimeout(c.ProviderTimeout))
+		if err != nil {
+			return nil, nil, fmt.Errorf("-payment-url: %w", err)
+		}
+		gw = g
+	}
+	if c.WarehouseURL != "" {
+		w, err := fulfillment.NewHTTPWarehouse(c.WarehouseURL, fulfillment.WithTimeout(c.ProviderTimeout))
+		if err != nil {
+			return nil, nil, fmt.Errorf("-warehouse-url: %w", err)
+		}
+		wh = w
+	}
+	return gw, wh, nil
+}
+
+// every runs fn now and then every interval until ctx is done.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func openStore(ctx context.Context, c Config) (store.Store, string, error) {

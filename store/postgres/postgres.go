@@ -5,9 +5,12 @@
 // (one round trip, one commit): a data-modifying CTE whose INSERT into orders
 // runs only if the key's INSERT … ON CONFLICT claimed it. A concurrent
 // duplicate blocks on the unique index until the first transaction commits,
-// then sees the key held and replays. A transition claims the key and writes
-// a compare-and-set UPDATE in one transaction, rolled back if either misses.
-// All SQL is in queries.go.
+// then sees the key held and replays. A leased request's writes are each one
+// short transaction that first updates the key row guarded by its fencing
+// token, so a stale worker's write matches no row and changes nothing. The
+// completer and the sweeper take rows with FOR UPDATE SKIP LOCKED, so several
+// instances share the work without blocking each other. All SQL is in
+// queries.go.
 package postgres
 
 import (
@@ -89,7 +92,9 @@ func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o orde
 		_, err := s.pool.Exec(ctx, insertOrder, orderArgs(o, items)...)
 		return nil, translate(err)
 	}
-	args := append(orderArgs(o, items), keyArgs(*key)...)
+	k := *key
+	args := append(orderArgs(o, items), k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, k.StatusCode,
+		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.CreatedAt, k.ExpiresAt)
 	var claimed bool
 	if err := s.pool.QueryRow(ctx, claimAndInsertOrder, args...).Scan(&claimed); err != nil {
 		return nil, translate(err)
@@ -97,65 +102,162 @@ func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o orde
 	if claimed {
 		return nil, nil
 	}
-	return s.held(ctx, *key)
+	return s.held(ctx, k.TenantID, k.KeyHash)
 }
 
-// Transition implements store.Store: BEGIN, one statement that claims the
-// key and compare-and-sets the order, COMMIT — or ROLLBACK when either part
-// missed.
-func (s *Store) Transition(ctx context.Context, key *idempotency.Record, next order.Order) (*idempotency.Record, error) {
-	if key == nil {
-		tag, err := s.pool.Exec(ctx, casOrder, casArgs(next)...)
-		if err != nil {
-			return nil, translate(err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil, store.ErrVersionConflict
-		}
-		return nil, nil
-	}
-	var claimed, updated bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		args := append(casArgs(next), keyArgs(*key)...)
-		if err := tx.QueryRow(ctx, claimAndCAS, args...).Scan(&claimed, &updated); err != nil {
-			return err
-		}
-		if !claimed || !updated {
-			return errRollback
-		}
-		return nil
-	})
+// AcquireLease implements store.Store in one statement, plus a read of the
+// holder when the key is not acquired.
+func (s *Store) AcquireLease(ctx context.Context, c idempotency.Record) (idempotency.Record, bool, error) {
+	rows, _ := s.pool.Query(ctx, acquireLease, c.TenantID, c.KeyHash, c.Fingerprint, c.Derived,
+		nullable(c.ResourceID), c.LockedUntil, c.CreatedAt, c.ExpiresAt)
+	r, err := pgx.CollectExactlyOneRow(rows, scanKey)
 	switch {
 	case err == nil:
-		return nil, nil
-	case !errors.Is(err, errRollback):
-		return nil, translate(err)
-	case !claimed:
-		return s.held(ctx, *key)
-	default:
-		return nil, store.ErrVersionConflict
+		return r, true, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return idempotency.Record{}, false, translate(err)
 	}
+	held, err := s.LookupKey(ctx, c.TenantID, c.KeyHash)
+	return held, false, err
 }
 
-// errRollback makes pgx.BeginFunc roll back without it being a failure.
-var errRollback = errors.New("rollback")
+// RecordAttempt implements store.Store in one transaction.
+func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, orderVersion int64) (store.Attempt, error) {
+	var out store.Attempt
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, a.ProviderKey)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrLeaseLost
+		}
+		var version int64
+		if err := tx.QueryRow(ctx, lockOrderVersion, a.OrderID, a.TenantID).Scan(&version); err != nil {
+			return err
+		}
+		if version != orderVersion {
+			return store.ErrVersionConflict
+		}
+		if err := noOtherOpenAttempt(ctx, tx, a.OrderID, a.ProviderKey); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
+			a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode), a.CreatedAt, a.UpdatedAt); err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, selectAttempt, a.ProviderKey)
+		out, err = pgx.CollectExactlyOneRow(rows, scanAttempt)
+		return err
+	})
+	return out, translate(err)
+}
 
-// SaveRecord implements store.Store.
-func (s *Store) SaveRecord(ctx context.Context, rec idempotency.Record) (*idempotency.Record, error) {
-	tag, err := s.pool.Exec(ctx, claimKey, keyArgs(rec)...)
+// Complete implements store.Store in one transaction: fence and complete the
+// key, compare-and-set the order, settle the attempt.
+func (s *Store) Complete(ctx context.Context, l store.Lease, c store.Completion) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		o := c.Outcome
+		tag, err := tx.Exec(ctx, completeKey, l.TenantID, l.KeyHash, l.Token, o.StatusCode,
+			nullable(o.ResourceID), nullable(string(o.ErrorCode)), nullable(o.ErrorDetail))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrLeaseLost
+		}
+		if c.Next != nil {
+			tag, err := tx.Exec(ctx, casOrder, casArgs(*c.Next)...)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return store.ErrVersionConflict
+			}
+			own := ""
+			if c.Attempt != nil {
+				own = c.Attempt.ProviderKey
+			}
+			if err := noOtherOpenAttempt(ctx, tx, c.Next.ID, own); err != nil {
+				return err
+			}
+		}
+		return settle(ctx, tx, c.Attempt)
+	})
+	return translate(err)
+}
+
+// Release implements store.Store in one transaction.
+func (s *Store) Release(ctx context.Context, l store.Lease, to idempotency.State, u *store.AttemptUpdate) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, releaseKey, l.TenantID, l.KeyHash, l.Token, string(to))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrLeaseLost
+		}
+		return settle(ctx, tx, u)
+	})
+	return translate(err)
+}
+
+// noOtherOpenAttempt returns ErrAttemptInFlight if an attempt on orderID
+// other than providerKey is open. The caller holds the order's row lock.
+func noOtherOpenAttempt(ctx context.Context, tx pgx.Tx, orderID, providerKey string) error {
+	var open bool
+	if err := tx.QueryRow(ctx, otherOpenAttempt, orderID, providerKey).Scan(&open); err != nil {
+		return err
+	}
+	if open {
+		return store.ErrAttemptInFlight
+	}
+	return nil
+}
+
+func settle(ctx context.Context, tx pgx.Tx, u *store.AttemptUpdate) error {
+	if u == nil {
+		return nil
+	}
+	_, err := tx.Exec(ctx, updateAttempt, u.ProviderKey, string(u.Status), nullable(u.ProviderRef), nullable(u.ErrorCode), u.At)
+	return err
+}
+
+// TakeOverAbandoned implements store.Store in one statement.
+func (s *Store) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error) {
+	rows, _ := s.pool.Query(ctx, takeOverAbandoned, now, leaseUntil, limit)
+	rs, err := pgx.CollectRows(rows, scanKey)
+	return rs, translate(err)
+}
+
+// GetAttempt implements store.Store.
+func (s *Store) GetAttempt(ctx context.Context, providerKey string) (store.Attempt, error) {
+	rows, _ := s.pool.Query(ctx, selectAttempt, providerKey)
+	a, err := pgx.CollectExactlyOneRow(rows, scanAttempt)
+	return a, translate(err)
+}
+
+// Sweep implements store.Store: two batched statements, each its own short
+// transaction, skipping rows other sweepers hold.
+func (s *Store) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
+	var res store.SweepResult
+	tag, err := s.pool.Exec(ctx, tombstoneKeys, now, tombstoneFor.Microseconds(), limit)
 	if err != nil {
-		return nil, translate(err)
+		return res, translate(err)
 	}
-	if tag.RowsAffected() == 1 {
-		return nil, nil
+	res.Tombstoned = int(tag.RowsAffected())
+	tag, err = s.pool.Exec(ctx, deleteKeys, now, limit)
+	if err != nil {
+		return res, translate(err)
 	}
-	return s.held(ctx, rec)
+	res.Deleted = int(tag.RowsAffected())
+	return res, nil
 }
 
-// held reads the record that holds key's (tenant, key). A claim that lost
-// only ever loses to a committed row, so it is there.
-func (s *Store) held(ctx context.Context, key idempotency.Record) (*idempotency.Record, error) {
-	r, err := s.LookupKey(ctx, key.TenantID, key.KeyHash)
+// held reads the record that holds a key. A claim that lost only ever loses
+// to a committed row, so it is there.
+func (s *Store) held(ctx context.Context, tenantID, keyHash string) (*idempotency.Record, error) {
+	r, err := s.LookupKey(ctx, tenantID, keyHash)
 	if err != nil {
 		return nil, err
 	}
@@ -202,12 +304,6 @@ func casArgs(next order.Order) []any {
 		next.PaidAt, next.FulfilledAt, next.CancelledAt}
 }
 
-func keyArgs(r idempotency.Record) []any {
-	return []any{r.TenantID, r.KeyHash, r.Fingerprint, r.Derived, r.StatusCode,
-		nullable(r.ResourceID), nullable(string(r.ErrorCode)), nullable(r.ErrorDetail),
-		r.CreatedAt, r.ExpiresAt}
-}
-
 func nullable(s string) *string {
 	if s == "" {
 		return nil
@@ -236,20 +332,47 @@ func scanOrder(row pgx.CollectableRow) (order.Order, error) {
 
 func scanKey(row pgx.CollectableRow) (idempotency.Record, error) {
 	var r idempotency.Record
-	var resource, code, detail *string
-	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &r.StatusCode,
-		&resource, &code, &detail, &r.CreatedAt, &r.ExpiresAt)
-	if resource != nil {
-		r.ResourceID = *resource
-	}
-	if code != nil {
-		r.ErrorCode = order.Code(*code)
-	}
-	if detail != nil {
-		r.ErrorDetail = *detail
-	}
+	var state string
+	var status *int
+	var resource, code, detail, recovery, attempt *string
+	var locked, tombstone *time.Time
+	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &state, &status,
+		&resource, &code, &detail, &locked, &r.FencingToken, &recovery, &attempt,
+		&r.CreatedAt, &r.ExpiresAt, &tombstone)
+	r.State = idempotency.State(state)
+	r.StatusCode = deref(status)
+	r.ResourceID, r.ErrorCode, r.ErrorDetail = deref(resource), order.Code(deref(code)), deref(detail)
+	r.RecoveryPoint, r.AttemptKey = idempotency.RecoveryPoint(deref(recovery)), deref(attempt)
+	r.LockedUntil, r.TombstoneUntil = utc(deref(locked)), utc(deref(tombstone))
 	r.CreatedAt, r.ExpiresAt = r.CreatedAt.UTC(), r.ExpiresAt.UTC()
 	return r, err
+}
+
+func scanAttempt(row pgx.CollectableRow) (store.Attempt, error) {
+	var a store.Attempt
+	var kind, status string
+	var ref, code *string
+	err := row.Scan(&a.ProviderKey, &a.TenantID, &a.OrderID, &kind, &status, &a.Amount, &a.Currency,
+		&a.PaymentMethod, &ref, &code, &a.CreatedAt, &a.UpdatedAt)
+	a.Kind, a.Status = store.AttemptKind(kind), store.AttemptStatus(status)
+	a.ProviderRef, a.ErrorCode = deref(ref), deref(code)
+	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	return a, err
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }
 
 // translate maps driver errors to the store's vocabulary at this boundary:
@@ -259,6 +382,9 @@ func scanKey(row pgx.CollectableRow) (idempotency.Record, error) {
 func translate(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
+		return err
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrNotFound

@@ -1,17 +1,12 @@
 package postgres
 
-import (
-	"fmt"
-	"strings"
-)
+import "strings"
 
-// params returns "$from, …, $to".
-func params(from, to int) string {
-	ps := make([]string, 0, to-from+1)
-	for i := from; i <= to; i++ {
-		ps = append(ps, fmt.Sprintf("$%d", i))
+// prefixed qualifies every column of a comma-separated list with prefix.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = prefix + strings.TrimSpace(c)
 	}
-	return strings.Join(ps, ", ")
+	return strings.Join(cols, ", ")
 }
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

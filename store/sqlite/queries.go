@@ -1,31 +1,134 @@
 package sqlite
 
-// Column lists, in the order orderArgs, casArgs and keyArgs bind them.
+// Column lists, in the order orderArgs and scanOrder, and scanKey, use them.
 const (
 	orderColumns = `id, tenant_id, customer_id, currency, items, amount, state, version, created_at, paid_at, fulfilled_at, cancelled_at`
-	keyColumns   = `tenant_id, key_hash, fingerprint, derived, status_code, resource_id, error_code, error_detail, created_at, expires_at`
+	keyColumns   = `tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id, error_code, error_detail, ` +
+		`locked_until, fencing_token, recovery_point, attempt_key, created_at, expires_at, tombstone_until`
+	attemptColumns = `provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at`
 )
 
-// claimKey inserts a key record (keyArgs). On a conflict it takes over only
-// an expired derived key; otherwise it changes no row.
-const claimKey = `
-INSERT INTO idempotency_keys (` + keyColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+// derivedExpired and resumable are the takeover conditions; see
+// store/postgres/queries.go.
+const (
+	derivedExpired = `(idempotency_keys.derived = 1 AND idempotency_keys.state IN ('completed', 'expired')
+        AND idempotency_keys.expires_at <= excluded.created_at)`
+	resumable = `(idempotency_keys.state IN ('in_progress', 'retryable_failure', 'unknown_outcome')
+        AND idempotency_keys.fingerprint = excluded.fingerprint
+        AND (idempotency_keys.locked_until IS NULL OR idempotency_keys.locked_until <= excluded.created_at))`
+)
+
+// claimCompleted claims a completed key (?1 tenant, ?2 key hash, ?3
+// fingerprint, ?4 derived, ?5 status, ?6 resource, ?7 error code, ?8 error
+// detail, ?9 created, ?10 expires), taking over only an expired derived key.
+const claimCompleted = `
+INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id,
+                              error_code, error_detail, created_at, expires_at)
+VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8, ?9, ?10)
 ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
-    fingerprint = excluded.fingerprint, derived = excluded.derived,
+    fingerprint = excluded.fingerprint, derived = excluded.derived, state = 'completed',
     status_code = excluded.status_code, resource_id = excluded.resource_id,
     error_code = excluded.error_code, error_detail = excluded.error_detail,
+    locked_until = NULL, recovery_point = NULL, attempt_key = NULL, tombstone_until = NULL,
+    fencing_token = idempotency_keys.fencing_token + 1,
     created_at = excluded.created_at, expires_at = excluded.expires_at
-WHERE idempotency_keys.derived = 1 AND idempotency_keys.expires_at <= excluded.created_at`
+WHERE ` + derivedExpired
 
 const insertOrder = `INSERT INTO orders (` + orderColumns + `)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)`
+
+// acquireLease: see store/postgres/queries.go. ?1 tenant, ?2 key hash, ?3
+// fingerprint, ?4 derived, ?5 resource, ?6 locked until, ?7 created, ?8
+// expires.
+const acquireLease = `
+INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, resource_id, locked_until,
+                              fencing_token, recovery_point, created_at, expires_at)
+VALUES (?1, ?2, ?3, ?4, 'in_progress', ?5, ?6, 1, 'started', ?7, ?8)
+ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
+    state = 'in_progress',
+    locked_until = excluded.locked_until,
+    fencing_token = idempotency_keys.fencing_token + 1,
+    status_code = NULL, error_code = NULL, error_detail = NULL, tombstone_until = NULL,
+    fingerprint = excluded.fingerprint, derived = excluded.derived, resource_id = excluded.resource_id,
+    recovery_point = CASE WHEN ` + resumable + ` THEN idempotency_keys.recovery_point ELSE 'started' END,
+    attempt_key    = CASE WHEN ` + resumable + ` THEN idempotency_keys.attempt_key ELSE NULL END,
+    created_at     = CASE WHEN ` + resumable + ` THEN idempotency_keys.created_at ELSE excluded.created_at END,
+    expires_at     = CASE WHEN ` + resumable + ` THEN idempotency_keys.expires_at ELSE excluded.expires_at END
+WHERE ` + resumable + ` OR ` + derivedExpired + `
+RETURNING ` + keyColumns
+
+const fenceRecordAttempt = `
+UPDATE idempotency_keys SET recovery_point = 'attempt_recorded', attempt_key = ?4
+WHERE tenant_id = ?1 AND key_hash = ?2 AND fencing_token = ?3 AND state = 'in_progress'`
+
+const insertAttempt = `
+INSERT INTO provider_attempts (` + attemptColumns + `)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+ON CONFLICT (provider_key) DO UPDATE SET status = 'pending', payment_method = excluded.payment_method,
+    error_code = NULL, updated_at = excluded.updated_at
+WHERE provider_attempts.status = 'failed'`
+
+// orderVersion reads the order's version; writers are serialised, so nothing
+// slips between this check and the attempt.
+const orderVersion = `SELECT version FROM orders WHERE id = ?1 AND tenant_id = ?2`
+
+// otherOpenAttempt finds an open attempt on order ?1 other than ?2.
+const otherOpenAttempt = `
+SELECT EXISTS (SELECT 1 FROM provider_attempts
+               WHERE order_id = ?1 AND provider_key <> ?2 AND status IN ('pending', 'unknown'))`
+
+const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = ?1`
+
+const updateAttempt = `
+UPDATE provider_attempts SET status = ?2, provider_ref = COALESCE(?3, provider_ref),
+    error_code = ?4, updated_at = ?5
+WHERE provider_key = ?1 AND status NOT IN ('succeeded', 'declined', 'rejected')`
+
+const completeKey = `
+UPDATE idempotency_keys SET state = 'completed', status_code = ?4, resource_id = ?5,
+    error_code = ?6, error_detail = ?7, locked_until = NULL
+WHERE tenant_id = ?1 AND key_hash = ?2 AND fencing_token = ?3 AND state = 'in_progress'`
+
+const releaseKey = `
+UPDATE idempotency_keys SET state = ?4, locked_until = NULL
+WHERE tenant_id = ?1 AND key_hash = ?2 AND fencing_token = ?3 AND state = 'in_progress'`
 
 // casOrder is the guarded transition (casArgs): it matches only the version
 // before the new one.
 const casOrder = `
 UPDATE orders SET state = ?3, version = ?4, paid_at = ?5, fulfilled_at = ?6, cancelled_at = ?7
 WHERE id = ?1 AND tenant_id = ?2 AND version = ?4 - 1`
+
+// takeOverAbandoned: writers are serialised (BEGIN IMMEDIATE), so no row
+// locking is needed.
+const takeOverAbandoned = `
+UPDATE idempotency_keys SET state = 'in_progress', locked_until = ?2, fencing_token = fencing_token + 1
+WHERE rowid IN (
+    SELECT rowid FROM idempotency_keys
+    WHERE (state = 'in_progress' AND locked_until <= ?1) OR state = 'unknown_outcome'
+    ORDER BY locked_until
+    LIMIT ?3
+)
+RETURNING ` + keyColumns
+
+const tombstoneKeys = `
+UPDATE idempotency_keys SET state = 'expired', status_code = NULL, error_code = NULL, error_detail = NULL,
+    tombstone_until = expires_at + ?2
+WHERE rowid IN (
+    SELECT rowid FROM idempotency_keys
+    WHERE state = 'completed' AND derived = 0 AND expires_at <= ?1
+    LIMIT ?3
+)`
+
+const deleteKeys = `
+DELETE FROM idempotency_keys
+WHERE rowid IN (
+    SELECT rowid FROM idempotency_keys
+    WHERE (state = 'expired' AND tombstone_until <= ?1)
+       OR (state = 'completed' AND derived = 1 AND expires_at <= ?1)
+       OR (state = 'retryable_failure' AND expires_at <= ?1)
+    LIMIT ?2
+)`
 
 const selectKey = `SELECT ` + keyColumns + ` FROM idempotency_keys WHERE tenant_id = ?1 AND key_hash = ?2`
 

@@ -84,8 +84,17 @@ func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o orde
 	var held *idempotency.Record
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if key != nil {
-			var err error
-			if held, err = claim(ctx, tx, *key); err != nil || held != nil {
+			k := *key
+			res, err := tx.ExecContext(ctx, claimCompleted, k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, k.StatusCode,
+				nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), micros(k.CreatedAt), micros(k.ExpiresAt))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				r, err := scanKey(tx.QueryRowContext(ctx, selectKey, k.TenantID, k.KeyHash))
+				held = &r
 				return err
 			}
 		}
@@ -95,58 +104,175 @@ func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o orde
 	return held, translate(err)
 }
 
-// Transition implements store.Store: one IMMEDIATE transaction that claims
-// the key and runs the compare-and-set, rolled back unless both succeed.
-func (s *Store) Transition(ctx context.Context, key *idempotency.Record, next order.Order) (*idempotency.Record, error) {
-	var held *idempotency.Record
+// AcquireLease implements store.Store in one IMMEDIATE transaction.
+func (s *Store) AcquireLease(ctx context.Context, c idempotency.Record) (idempotency.Record, bool, error) {
+	var r idempotency.Record
+	acquired := false
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if key != nil {
-			var err error
-			if held, err = claim(ctx, tx, *key); err != nil || held != nil {
+		var err error
+		r, err = scanKey(tx.QueryRowContext(ctx, acquireLease, c.TenantID, c.KeyHash, c.Fingerprint, c.Derived,
+			nullable(c.ResourceID), micros(c.LockedUntil), micros(c.CreatedAt), micros(c.ExpiresAt)))
+		if err == nil {
+			acquired = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		r, err = scanKey(tx.QueryRowContext(ctx, selectKey, c.TenantID, c.KeyHash))
+		return err
+	})
+	return r, acquired, translate(err)
+}
+
+// RecordAttempt implements store.Store in one IMMEDIATE transaction.
+func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, version int64) (store.Attempt, error) {
+	var out store.Attempt
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := fenced(tx.ExecContext(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, a.ProviderKey)); err != nil {
+			return err
+		}
+		var current int64
+		if err := tx.QueryRowContext(ctx, orderVersion, a.OrderID, a.TenantID).Scan(&current); err != nil {
+			return err
+		}
+		if current != version {
+			return store.ErrVersionConflict
+		}
+		if err := noOtherOpenAttempt(ctx, tx, a.OrderID, a.ProviderKey); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
+			a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode),
+			micros(a.CreatedAt), micros(a.UpdatedAt)); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanAttempt(tx.QueryRowContext(ctx, selectAttempt, a.ProviderKey))
+		return err
+	})
+	return out, translate(err)
+}
+
+// Complete implements store.Store in one IMMEDIATE transaction.
+func (s *Store) Complete(ctx context.Context, l store.Lease, c store.Completion) error {
+	return translate(s.inTx(ctx, func(tx *sql.Tx) error {
+		o := c.Outcome
+		if err := fenced(tx.ExecContext(ctx, completeKey, l.TenantID, l.KeyHash, l.Token, o.StatusCode,
+			nullable(o.ResourceID), nullable(string(o.ErrorCode)), nullable(o.ErrorDetail))); err != nil {
+			return err
+		}
+		if c.Next != nil {
+			res, err := tx.ExecContext(ctx, casOrder, casArgs(*c.Next)...)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				return store.ErrVersionConflict
+			}
+			own := ""
+			if c.Attempt != nil {
+				own = c.Attempt.ProviderKey
+			}
+			if err := noOtherOpenAttempt(ctx, tx, c.Next.ID, own); err != nil {
 				return err
 			}
 		}
-		res, err := tx.ExecContext(ctx, casOrder, casArgs(next)...)
+		return settle(ctx, tx, c.Attempt)
+	}))
+}
+
+// Release implements store.Store in one IMMEDIATE transaction.
+func (s *Store) Release(ctx context.Context, l store.Lease, to idempotency.State, u *store.AttemptUpdate) error {
+	return translate(s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := fenced(tx.ExecContext(ctx, releaseKey, l.TenantID, l.KeyHash, l.Token, string(to))); err != nil {
+			return err
+		}
+		return settle(ctx, tx, u)
+	}))
+}
+
+// fenced turns a fenced UPDATE that matched no row into ErrLeaseLost.
+func fenced(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return store.ErrLeaseLost
+	}
+	return nil
+}
+
+// noOtherOpenAttempt returns ErrAttemptInFlight if an attempt on orderID
+// other than providerKey is open.
+func noOtherOpenAttempt(ctx context.Context, tx *sql.Tx, orderID, providerKey string) error {
+	var open bool
+	if err := tx.QueryRowContext(ctx, otherOpenAttempt, orderID, providerKey).Scan(&open); err != nil {
+		return err
+	}
+	if open {
+		return store.ErrAttemptInFlight
+	}
+	return nil
+}
+
+func settle(ctx context.Context, tx *sql.Tx, u *store.AttemptUpdate) error {
+	if u == nil {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, updateAttempt, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+		nullable(u.ErrorCode), micros(u.At))
+	return err
+}
+
+// TakeOverAbandoned implements store.Store in one IMMEDIATE transaction.
+func (s *Store) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error) {
+	var out []idempotency.Record
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, takeOverAbandoned, micros(now), micros(leaseUntil), limit)
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return store.ErrVersionConflict
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanKey(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
 		}
-		return nil
+		return rows.Err()
 	})
-	return held, translate(err)
+	return out, translate(err)
 }
 
-// SaveRecord implements store.Store.
-func (s *Store) SaveRecord(ctx context.Context, rec idempotency.Record) (*idempotency.Record, error) {
-	var held *idempotency.Record
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		held, err = claim(ctx, tx, rec)
-		return err
-	})
-	return held, translate(err)
+// GetAttempt implements store.Store.
+func (s *Store) GetAttempt(ctx context.Context, providerKey string) (store.Attempt, error) {
+	a, err := scanAttempt(s.db.QueryRowContext(ctx, selectAttempt, providerKey))
+	return a, translate(err)
 }
 
-// claim inserts key in tx, or returns the record that holds it.
-func claim(ctx context.Context, tx *sql.Tx, key idempotency.Record) (*idempotency.Record, error) {
-	res, err := tx.ExecContext(ctx, claimKey, keyArgs(key)...)
+// Sweep implements store.Store: two batched statements, each its own short
+// transaction.
+func (s *Store) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
+	var res store.SweepResult
+	r, err := s.db.ExecContext(ctx, tombstoneKeys, micros(now), tombstoneFor.Microseconds(), limit)
 	if err != nil {
-		return nil, err
+		return res, translate(err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, err
-	} else if n == 1 {
-		return nil, nil
-	}
-	r, err := scanKey(tx.QueryRowContext(ctx, selectKey, key.TenantID, key.KeyHash))
+	n, _ := r.RowsAffected()
+	res.Tombstoned = int(n)
+	r, err = s.db.ExecContext(ctx, deleteKeys, micros(now), limit)
 	if err != nil {
-		return nil, err
+		return res, translate(err)
 	}
-	return &r, nil
+	n, _ = r.RowsAffected()
+	res.Deleted = int(n)
+	return res, nil
 }
 
 // inTx runs fn in a transaction (BEGIN IMMEDIATE, set by the DSN), committing
@@ -229,12 +355,6 @@ func casArgs(next order.Order) []any {
 		microsPtr(next.PaidAt), microsPtr(next.FulfilledAt), microsPtr(next.CancelledAt)}
 }
 
-func keyArgs(r idempotency.Record) []any {
-	return []any{r.TenantID, r.KeyHash, r.Fingerprint, r.Derived, r.StatusCode,
-		nullable(r.ResourceID), nullable(string(r.ErrorCode)), nullable(r.ErrorDetail),
-		micros(r.CreatedAt), micros(r.ExpiresAt)}
-}
-
 func nullable(s string) any {
 	if s == "" {
 		return nil
@@ -262,20 +382,48 @@ func scanOrder(row scanner) (order.Order, error) {
 
 func scanKey(row scanner) (idempotency.Record, error) {
 	var r idempotency.Record
-	var resource, code, detail sql.NullString
+	var state string
+	var status, locked, tombstone sql.NullInt64
+	var resource, code, detail, recovery, attempt sql.NullString
 	var created, expires int64
-	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &r.StatusCode,
-		&resource, &code, &detail, &created, &expires)
+	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &state, &status,
+		&resource, &code, &detail, &locked, &r.FencingToken, &recovery, &attempt,
+		&created, &expires, &tombstone)
+	r.State = idempotency.State(state)
+	r.StatusCode = int(status.Int64)
 	r.ResourceID, r.ErrorCode, r.ErrorDetail = resource.String, order.Code(code.String), detail.String
+	r.RecoveryPoint, r.AttemptKey = idempotency.RecoveryPoint(recovery.String), attempt.String
+	r.LockedUntil, r.TombstoneUntil = zeroOrTime(locked), zeroOrTime(tombstone)
 	r.CreatedAt, r.ExpiresAt = fromMicros(created), fromMicros(expires)
 	return r, err
+}
+
+func scanAttempt(row scanner) (store.Attempt, error) {
+	var a store.Attempt
+	var kind, status string
+	var ref, code sql.NullString
+	var created, updated int64
+	err := row.Scan(&a.ProviderKey, &a.TenantID, &a.OrderID, &kind, &status, &a.Amount, &a.Currency,
+		&a.PaymentMethod, &ref, &code, &created, &updated)
+	a.Kind, a.Status = store.AttemptKind(kind), store.AttemptStatus(status)
+	a.ProviderRef, a.ErrorCode = ref.String, code.String
+	a.CreatedAt, a.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return a, err
+}
+
+func zeroOrTime(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
 }
 
 // translate maps driver errors to the store's vocabulary: no rows →
 // ErrNotFound; SQLITE_BUSY/LOCKED (after the busy timeout) → a retryable
 // EUnavailable *order.Error.
 func translate(err error) error {
-	if err == nil || errors.Is(err, store.ErrVersionConflict) {
+	if err == nil || errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrLeaseLost) ||
+		errors.Is(err, store.ErrAttemptInFlight) {
 		return err
 	}
 	if errors.Is(err, sql.ErrNoRows) {

@@ -43,6 +43,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 		TenantID: "tenant-a", KeyHash: idempotency.HashKey("create-1"), Fingerprint: "sha256:abc",
 		StatusCode: 201, ResourceID: o.ID,
 		CreatedAt: now, ExpiresAt: now.Add(idempotency.DefaultKeyTTL),
+		State: idempotency.StateCompleted,
 	}
 
 	s, err := sqlite.Open(ctx, dir)

@@ -3,10 +3,11 @@
 // A store's own test calls Run with a function that opens a fresh, empty,
 // migrated store; the suite then checks the contract documented in package
 // store: orders round-trip every field, tenants never see each other's rows,
-// an idempotency key exists exactly when its effect does, transitions are
-// compare-and-sets, and all of it holds with many goroutines racing. The
-// same suite runs against store/postgres and store/sqlite, so the two behave
-// the same.
+// an idempotency key exists exactly when its effect does, a leased key's
+// writes are fenced by its token, order updates are compare-and-sets,
+// abandoned keys are taken over once, the sweeper applies the key lifecycle,
+// and all of it holds with many goroutines racing. The same suite runs
+// against store/postgres and store/sqlite, so the two behave the same.
 package storetest
 
 import (
@@ -29,6 +30,9 @@ var base = time.Date(2025, time.March, 14, 15, 9, 26, 535_897_000, time.UTC)
 
 // racers is how many goroutines each concurrency test starts.
 const racers = 50
+
+// leaseFor is how long the suite's claims lease their key.
+const leaseFor = 30 * time.Second
 
 // Run runs the conformance suite. open must return a fresh, empty, migrated
 // store for the test it is given and close it when that test ends (with
@@ -53,13 +57,37 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		testKeyTakeover(t, open)
 	})
-	t.Run("Transition", func(t *testing.T) {
+	t.Run("AcquireLease", func(t *testing.T) {
 		t.Parallel()
-		testTransition(t, open)
+		testAcquireLease(t, open)
 	})
-	t.Run("SaveRecord", func(t *testing.T) {
+	t.Run("RecordAttempt", func(t *testing.T) {
 		t.Parallel()
-		testSaveRecord(t, open)
+		testRecordAttempt(t, open)
+	})
+	t.Run("Complete", func(t *testing.T) {
+		t.Parallel()
+		testComplete(t, open)
+	})
+	t.Run("Release", func(t *testing.T) {
+		t.Parallel()
+		testRelease(t, open)
+	})
+	t.Run("Fencing", func(t *testing.T) {
+		t.Parallel()
+		testFencing(t, open)
+	})
+	t.Run("TakeOverAbandoned", func(t *testing.T) {
+		t.Parallel()
+		testTakeOverAbandoned(t, open)
+	})
+	t.Run("GetAttempt", func(t *testing.T) {
+		t.Parallel()
+		testGetAttempt(t, open)
+	})
+	t.Run("Sweep", func(t *testing.T) {
+		t.Parallel()
+		testSweep(t, open)
 	})
 	t.Run("LookupKey", func(t *testing.T) {
 		t.Parallel()
@@ -204,8 +232,9 @@ func testGetOrder(t *testing.T, open func(t *testing.T) store.Store) {
 }
 
 // testKeyTakeover checks, for every method that claims a key, which held
-// keys a claim takes over: only an expired derived one, expiry judged at the
-// claim's CreatedAt (expired at ExpiresAt itself, as Record.Expired says).
+// completed keys a claim takes over: only an expired derived one, expiry
+// judged at the claim's CreatedAt (expired at ExpiresAt itself, as
+// Record.Expired says).
 func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 	cases := []struct {
 		name     string
@@ -234,17 +263,18 @@ func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 				return err == nil
 			}, held, err
 		}},
-		{"Transition", func(t *testing.T, s store.Store, old order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
-			newRec.StatusCode = 200
-			held, err := s.Transition(t.Context(), &newRec, old.Apply(order.Paid, newRec.CreatedAt))
-			return func() bool { return mustGet(t, s, "tenant-a", old.ID).Version == 2 }, held, err
-		}},
-		{"SaveRecord", func(t *testing.T, s store.Store, _ order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
-			held, err := s.SaveRecord(t.Context(), newRec)
-			return func() bool {
+		{"AcquireLease", func(t *testing.T, s store.Store, _ order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
+			newRec.StatusCode = 0
+			newRec.State, newRec.LockedUntil = idempotency.StateInProgress, newRec.CreatedAt.Add(leaseFor)
+			r, acquired, err := s.AcquireLease(t.Context(), newRec)
+			effect := func() bool {
 				r, err := s.LookupKey(t.Context(), newRec.TenantID, newRec.KeyHash)
-				return err == nil && r.Fingerprint == newRec.Fingerprint
-			}, held, err
+				return err == nil && r.State == idempotency.StateInProgress && r.Fingerprint == newRec.Fingerprint
+			}
+			if err != nil || acquired {
+				return effect, nil, err
+			}
+			return effect, &r, nil
 		}},
 	}
 	for _, m := range methods {
@@ -304,221 +334,6 @@ func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func testTransition(t *testing.T, open func(t *testing.T) store.Store) {
-	t.Run("CompareAndSetSucceedsAndClaimsKey", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-
-		paid := o.Apply(order.Paid, base.Add(time.Minute))
-		payRec := newRecord("tenant-a", "pay-1", o.ID, base.Add(time.Minute))
-		payRec.StatusCode = 200
-		mustTransition(t, s, &payRec, paid)
-		got := mustGet(t, s, "tenant-a", o.ID)
-		assertOrder(t, got, paid)
-		if got.Version != 2 || got.State != order.Paid || got.PaidAt == nil {
-			t.Errorf("after pay: Version, State, PaidAt = %d, %s, %v; want 2, PAID, set", got.Version, got.State, got.PaidAt)
-		}
-		rec, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("pay-1"))
-		if err != nil {
-			t.Fatalf("LookupKey: %v", err)
-		}
-		assertRecord(t, rec, payRec)
-
-		// A second transition round-trips the next timestamp and keeps PaidAt.
-		fulfilled := paid.Apply(order.Fulfilled, base.Add(time.Hour))
-		fulRec := newRecord("tenant-a", "fulfill-1", o.ID, base.Add(time.Hour))
-		fulRec.StatusCode = 200
-		mustTransition(t, s, &fulRec, fulfilled)
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), fulfilled)
-	})
-
-	t.Run("CancelRoundTripsCancelledAt", func(t *testing.T) {
-		t.Parallel()
-		s := open(t)
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		cancelled := o.Apply(order.Cancelled, base.Add(time.Minute))
-		mustTransition(t, s, nil, cancelled)
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), cancelled)
-	})
-
-	t.Run("WithoutKeyIsACompareAndSet", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		paid := o.Apply(order.Paid, base.Add(time.Minute))
-		mustTransition(t, s, nil, paid)
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), paid)
-
-		// The same write again read version 1, which is gone.
-		held, err := s.Transition(ctx, nil, paid)
-		if !errors.Is(err, store.ErrVersionConflict) || held != nil {
-			t.Fatalf("repeated Transition = %v, %v; want nil, ErrVersionConflict", held, err)
-		}
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), paid)
-	})
-
-	t.Run("WrongVersionConflictsAndWritesNothing", func(t *testing.T) {
-		t.Parallel()
-		cases := []struct {
-			name string
-			next func(o order.Order) order.Order
-		}{
-			{"Stale", func(o order.Order) order.Order { return o.Apply(order.Cancelled, base.Add(time.Hour)) }},
-			{"Ahead", func(o order.Order) order.Order {
-				n := o.Apply(order.Paid, base.Add(time.Hour))
-				n.Version = 7
-				return n
-			}},
-		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				t.Parallel()
-				s, ctx := open(t), t.Context()
-				o := newOrder(t, "tenant-a", "cust-1", base)
-				mustCreate(t, s, nil, o)
-				paid := o.Apply(order.Paid, base.Add(time.Minute))
-				mustTransition(t, s, nil, paid)
-
-				rec := newRecord("tenant-a", "late-1", o.ID, base.Add(time.Hour))
-				rec.StatusCode = 200
-				held, err := s.Transition(ctx, &rec, tc.next(o))
-				if !errors.Is(err, store.ErrVersionConflict) {
-					t.Fatalf("Transition err = %v, want ErrVersionConflict", err)
-				}
-				if held != nil {
-					t.Errorf("Transition held = %+v, want nil", *held)
-				}
-				assertNotFound(t, "LookupKey of a conflicted transition's key", getErr(s.LookupKey(ctx, "tenant-a", idempotency.HashKey("late-1"))))
-				assertOrder(t, mustGet(t, s, "tenant-a", o.ID), paid)
-			})
-		}
-	})
-
-	t.Run("HeldKeyReturnsHeldAndWritesNothing", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		first := newRecord("tenant-a", "pay-1", o.ID, base)
-		first.StatusCode, first.ErrorCode, first.ErrorDetail = 402, order.EDeclined, "card declined"
-		if held, err := s.SaveRecord(ctx, first); err != nil || held != nil {
-			t.Fatalf("SaveRecord = %v, %v; want nil, nil", held, err)
-		}
-
-		// The compare-and-set alone would succeed: version 1 is current.
-		again := newRecord("tenant-a", "pay-1", o.ID, base.Add(time.Minute))
-		again.StatusCode = 200
-		held, err := s.Transition(ctx, &again, o.Apply(order.Paid, base.Add(time.Minute)))
-		if err != nil {
-			t.Fatalf("Transition: %v", err)
-		}
-		if held == nil {
-			t.Fatal("Transition claimed a held key")
-		}
-		assertRecord(t, *held, first)
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
-	})
-
-	t.Run("AnotherTenantsOrderConflicts", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-
-		next := o.Apply(order.Paid, base.Add(time.Minute))
-		next.TenantID = "tenant-b"
-		rec := newRecord("tenant-b", "pay-1", o.ID, base.Add(time.Minute))
-		rec.StatusCode = 200
-		if held, err := s.Transition(ctx, &rec, next); !errors.Is(err, store.ErrVersionConflict) || held != nil {
-			t.Errorf("Transition with key = %v, %v; want nil, ErrVersionConflict", held, err)
-		}
-		if held, err := s.Transition(ctx, nil, next); !errors.Is(err, store.ErrVersionConflict) || held != nil {
-			t.Errorf("Transition without key = %v, %v; want nil, ErrVersionConflict", held, err)
-		}
-		assertNotFound(t, "LookupKey of the conflicted key", getErr(s.LookupKey(ctx, "tenant-b", idempotency.HashKey("pay-1"))))
-		assertNotFound(t, "GetOrder by the other tenant", getErr(s.GetOrder(ctx, "tenant-b", o.ID)))
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
-	})
-
-	t.Run("UnknownOrderConflicts", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base) // never stored
-		rec := newRecord("tenant-a", "pay-1", o.ID, base)
-		rec.StatusCode = 200
-		if held, err := s.Transition(ctx, &rec, o.Apply(order.Paid, base)); !errors.Is(err, store.ErrVersionConflict) || held != nil {
-			t.Errorf("Transition = %v, %v; want nil, ErrVersionConflict", held, err)
-		}
-		assertNotFound(t, "LookupKey", getErr(s.LookupKey(ctx, "tenant-a", idempotency.HashKey("pay-1"))))
-		assertNotFound(t, "GetOrder", getErr(s.GetOrder(ctx, "tenant-a", o.ID)))
-	})
-}
-
-func testSaveRecord(t *testing.T, open func(t *testing.T) store.Store) {
-	t.Run("ClaimsThenReturnsHeld", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		first := newRecord("tenant-a", "noop-1", order.NewID(), base)
-		first.StatusCode = 200
-		if held, err := s.SaveRecord(ctx, first); err != nil || held != nil {
-			t.Fatalf("first SaveRecord = %v, %v; want nil, nil", held, err)
-		}
-		second := newRecord("tenant-a", "noop-1", order.NewID(), base.Add(time.Second))
-		second.StatusCode = 200
-		held, err := s.SaveRecord(ctx, second)
-		if err != nil {
-			t.Fatalf("second SaveRecord: %v", err)
-		}
-		if held == nil {
-			t.Fatal("second SaveRecord claimed a held key")
-		}
-		assertRecord(t, *held, first)
-		got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("noop-1"))
-		if err != nil {
-			t.Fatalf("LookupKey: %v", err)
-		}
-		assertRecord(t, got, first)
-	})
-
-	t.Run("FinalErrorRoundTrips", func(t *testing.T) {
-		t.Parallel()
-		cases := []struct {
-			name     string
-			status   int
-			code     order.Code
-			detail   string
-			resource string
-		}{
-			{"InvalidTransition", 409, order.EInvalidTransition, "cannot pay an order in state CANCELLED", order.NewID()},
-			{"Declined", 402, order.EDeclined, "the card was declined — insufficient funds", order.NewID()},
-			{"InvalidWithoutResource", 400, order.EInvalid, "customer_id is required", ""},
-		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				t.Parallel()
-				s, ctx := open(t), t.Context()
-				rec := newRecord("tenant-a", "err-1", tc.resource, base)
-				rec.StatusCode, rec.ErrorCode, rec.ErrorDetail = tc.status, tc.code, tc.detail
-				if held, err := s.SaveRecord(ctx, rec); err != nil || held != nil {
-					t.Fatalf("SaveRecord = %v, %v; want nil, nil", held, err)
-				}
-				got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("err-1"))
-				if err != nil {
-					t.Fatalf("LookupKey: %v", err)
-				}
-				assertRecord(t, got, rec)
-				if order.ErrorCode(got.Err()) != tc.code {
-					t.Errorf("Err() code = %q, want %q", order.ErrorCode(got.Err()), tc.code)
-				}
-			})
-		}
-	})
-}
-
 func testLookupKey(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("UnknownKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
@@ -529,14 +344,15 @@ func testLookupKey(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("AnotherTenantsKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
-		rec := newRecord("tenant-a", "key-1", order.NewID(), base)
-		if held, err := s.SaveRecord(ctx, rec); err != nil || held != nil {
-			t.Fatalf("SaveRecord = %v, %v; want nil, nil", held, err)
-		}
-		if _, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("key-1")); err != nil {
-			t.Fatalf("LookupKey by its tenant: %v", err)
-		}
+		o := newOrder(t, "tenant-a", "cust-1", base)
+		rec := newRecord("tenant-a", "key-1", o.ID, base)
+		mustCreate(t, s, &rec, o)
+		claim := newClaim("tenant-a", "lease-1", o.ID, base)
+		mustAcquire(t, s, claim)
+		assertRecord(t, mustLookup(t, s, "tenant-a", idempotency.HashKey("key-1")), rec)
+		assertRecord(t, mustLookup(t, s, "tenant-a", idempotency.HashKey("lease-1")), claim)
 		assertNotFound(t, "LookupKey by another tenant", getErr(s.LookupKey(ctx, "tenant-b", idempotency.HashKey("key-1"))))
+		assertNotFound(t, "LookupKey of a lease by another tenant", getErr(s.LookupKey(ctx, "tenant-b", idempotency.HashKey("lease-1"))))
 	})
 }
 
@@ -551,10 +367,10 @@ func testListOrders(t *testing.T, open func(t *testing.T) store.Store) {
 		switch i {
 		case 1, 4:
 			o = o.Apply(order.Paid, base.Add(time.Hour))
-			mustTransition(t, s, nil, o)
+			mustTransition(t, s, o)
 		case 5:
 			o = o.Apply(order.Cancelled, base.Add(time.Hour))
-			mustTransition(t, s, nil, o)
+			mustTransition(t, s, o)
 		}
 		a = append(a, o)
 		if i%3 == 0 {
@@ -736,119 +552,168 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 	})
 
-	t.Run("TransitionsFromSameVersionHaveOneWinner", func(t *testing.T) {
+	t.Run("AcquiresOfFreshKeyHaveOneHolder", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		claims := make([]idempotency.Record, racers)
+		for i := range racers {
+			claims[i] = newClaim("tenant-a", "same-key", order.NewID(), base)
+			claims[i].Fingerprint = "sha256:same-request"
+		}
+		out := raceAll(racers, func(i int) acquired {
+			r, ok, err := s.AcquireLease(ctx, claims[i])
+			return acquired{r, ok, err}
+		})
+		w := oneHolder(t, out)
+		assertRecord(t, out[w].rec, claims[w])
+		for i, o := range out {
+			if i != w {
+				assertRecord(t, o.rec, claims[w])
+			}
+		}
+		assertRecord(t, mustLookup(t, s, "tenant-a", idempotency.HashKey("same-key")), claims[w])
+	})
+
+	t.Run("TakeoversOfExpiredLeaseHaveOneHolder", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		first := mustAcquire(t, s, newClaim("tenant-a", "same-key", order.NewID(), base))
+		retry := retryAt(first, base.Add(time.Minute))
+		out := raceAll(racers, func(int) acquired {
+			r, ok, err := s.AcquireLease(ctx, retry)
+			return acquired{r, ok, err}
+		})
+		w := oneHolder(t, out)
+		want := first
+		want.FencingToken, want.LockedUntil = 2, retry.LockedUntil
+		// The winner holds token 2; every other goroutine gets the winner's
+		// record back. (The retention window of a taken-over key is not this
+		// test's concern.)
+		for _, o := range out {
+			o.rec.CreatedAt, o.rec.ExpiresAt = want.CreatedAt, want.ExpiresAt
+			assertRecord(t, o.rec, want)
+		}
+		if out[w].rec.FencingToken != 2 {
+			t.Errorf("winner's FencingToken = %d, want 2", out[w].rec.FencingToken)
+		}
+	})
+
+	t.Run("CompletesWithStaleTokensHaveOneWinner", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		const workers = 20
+		o := newOrder(t, "tenant-a", "cust-1", base)
+		mustCreate(t, s, nil, o)
+		// Worker i acquired the key with token i+1; each lease expired before
+		// the next worker took the key over, so only the last one holds it.
+		claim := newClaim("tenant-a", "pay", o.ID, base)
+		r := mustAcquire(t, s, claim)
+		for i := 2; i <= workers; i++ {
+			r = mustAcquire(t, s, retryAt(claim, base.Add(time.Duration(i)*time.Minute)))
+			if r.FencingToken != int64(i) {
+				t.Fatalf("takeover %d: FencingToken = %d, want %d", i, r.FencingToken, i)
+			}
+		}
+		nexts := make([]order.Order, workers)
+		for i := range workers {
+			nexts[i] = o.Apply(order.Paid, base.Add(time.Hour+time.Duration(i)*time.Second))
+		}
+		out := raceAll(workers, func(i int) error {
+			l := store.LeaseOf(r)
+			l.Token = int64(i + 1)
+			return s.Complete(ctx, l, store.Completion{Outcome: outcome(200, o.ID), Next: &nexts[i]})
+		})
+		for i, err := range out {
+			switch {
+			case i == workers-1 && err != nil:
+				t.Errorf("current holder (token %d): Complete: %v", i+1, err)
+			case i < workers-1 && !errors.Is(err, store.ErrLeaseLost):
+				t.Errorf("stale worker (token %d): Complete err = %v, want ErrLeaseLost", i+1, err)
+			}
+		}
+		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), nexts[workers-1])
+		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(r, outcome(200, o.ID)))
+	})
+
+	t.Run("CompletesWithNextFromSameVersionHaveOneWinner", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
 		o := newOrder(t, "tenant-a", "cust-1", base)
 		mustCreate(t, s, nil, o)
 		nexts := make([]order.Order, racers)
-		recs := make([]idempotency.Record, racers)
+		leased := make([]idempotency.Record, racers)
 		for i := range racers {
 			at := base.Add(time.Duration(i+1) * time.Second)
 			nexts[i] = o.Apply(order.Paid, at)
-			recs[i] = newRecord("tenant-a", fmt.Sprintf("pay-%d", i), o.ID, at)
-			recs[i].StatusCode = 200
+			leased[i] = mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("pay-%d", i), o.ID, at))
 		}
-		out := race(racers, func(i int) (*idempotency.Record, error) {
-			return s.Transition(ctx, &recs[i], nexts[i])
+		out := raceAll(racers, func(i int) error {
+			return s.Complete(ctx, store.LeaseOf(leased[i]), store.Completion{Outcome: outcome(200, o.ID), Next: &nexts[i]})
 		})
 		w := -1
-		for i, r := range out {
+		for i, err := range out {
 			switch {
-			case r.err == nil && r.held == nil:
+			case err == nil:
 				if w >= 0 {
 					t.Fatalf("goroutines %d and %d both won the compare-and-set", w, i)
 				}
 				w = i
-			case errors.Is(r.err, store.ErrVersionConflict) && r.held == nil:
+			case errors.Is(err, store.ErrVersionConflict):
 			default:
-				t.Errorf("goroutine %d: Transition = %v, %v; want success or ErrVersionConflict", i, r.held, r.err)
+				t.Errorf("goroutine %d: Complete = %v; want success or ErrVersionConflict", i, err)
 			}
 		}
 		if w < 0 {
 			t.Fatal("no goroutine won the compare-and-set")
 		}
 		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), nexts[w])
-		for i, rec := range recs {
-			got, err := s.LookupKey(ctx, "tenant-a", rec.KeyHash)
-			switch {
-			case i == w && err != nil:
-				t.Errorf("winner's key: LookupKey: %v", err)
-			case i == w:
-				assertRecord(t, got, rec)
-			case !errors.Is(err, store.ErrNotFound):
-				t.Errorf("loser %d's key: LookupKey err = %v, want ErrNotFound", i, err)
+		for i, r := range leased {
+			want := r // a conflicted completion wrote nothing: still leased
+			if i == w {
+				want = completedAs(r, outcome(200, o.ID))
 			}
+			assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), want)
 		}
 	})
 
-	t.Run("TransitionsWithSameKeyHaveOneWinner", func(t *testing.T) {
+	t.Run("TakeOversOfAbandonedKeysNeverOverlap", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		nexts := make([]order.Order, racers)
-		recs := make([]idempotency.Record, racers)
-		for i := range racers {
-			at := base.Add(time.Duration(i+1) * time.Second)
-			nexts[i] = o.Apply(order.Paid, at)
-			recs[i] = newRecord("tenant-a", "pay", o.ID, at)
-			recs[i].StatusCode = 200
-		}
-		out := race(racers, func(i int) (*idempotency.Record, error) {
-			return s.Transition(ctx, &recs[i], nexts[i])
-		})
-		w := -1
-		for i, r := range out {
-			if r.err == nil && r.held == nil {
-				if w >= 0 {
-					t.Fatalf("goroutines %d and %d both claimed the key", w, i)
-				}
-				w = i
+		const keys, takers = 20, 4
+		abandoned := make(map[string]idempotency.Record, keys)
+		for i := range keys {
+			r := mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("key-%d", i), order.NewID(), base))
+			if i%2 == 1 {
+				mustRelease(t, s, r, idempotency.StateUnknownOutcome, nil)
 			}
+			abandoned[r.KeyHash] = r
 		}
-		if w < 0 {
-			t.Fatal("no goroutine claimed the key")
-		}
-		for i, r := range out {
-			switch {
-			case i == w:
-			case r.err == nil && r.held != nil:
-				assertRecord(t, *r.held, recs[w])
-			case errors.Is(r.err, store.ErrVersionConflict) && r.held == nil:
-			default:
-				t.Errorf("goroutine %d: Transition = %v, %v; want held or ErrVersionConflict", i, r.held, r.err)
-			}
-		}
-		got := mustGet(t, s, "tenant-a", o.ID)
-		if got.Version != 2 {
-			t.Errorf("final Version = %d, want 2", got.Version)
-		}
-		assertOrder(t, got, nexts[w])
-		rec, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("pay"))
-		if err != nil {
-			t.Fatalf("LookupKey: %v", err)
-		}
-		assertRecord(t, rec, recs[w])
-	})
-
-	t.Run("SaveRecordsWithSameKeyHaveOneWinner", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		resource := order.NewID()
-		recs := make([]idempotency.Record, racers)
-		for i := range racers {
-			recs[i] = newRecord("tenant-a", "final", resource, base.Add(time.Duration(i)*time.Microsecond))
-			recs[i].StatusCode, recs[i].ErrorCode, recs[i].ErrorDetail = 409, order.EInvalidTransition, fmt.Sprintf("attempt %d", i)
-		}
-		out := race(racers, func(i int) (*idempotency.Record, error) {
-			return s.SaveRecord(ctx, recs[i])
+		now, until := base.Add(time.Minute), base.Add(time.Minute+leaseFor)
+		out := raceAll(takers, func(int) takeOver {
+			rs, err := s.TakeOverAbandoned(ctx, now, until, keys)
+			return takeOver{rs, err}
 		})
-		w := oneWinner(t, out)
+		seen := map[string]int{}
 		for i, o := range out {
-			if i != w {
-				assertRecord(t, *o.held, recs[w])
+			if o.err != nil {
+				t.Errorf("taker %d: TakeOverAbandoned: %v", i, o.err)
+				continue
 			}
+			for _, r := range o.recs {
+				if j, dup := seen[r.KeyHash]; dup {
+					t.Errorf("key %s taken over by takers %d and %d", r.KeyHash, j, i)
+				}
+				seen[r.KeyHash] = i
+				before, ok := abandoned[r.KeyHash]
+				if !ok {
+					t.Errorf("taker %d got unknown key %s", i, r.KeyHash)
+					continue
+				}
+				assertRecord(t, r, takenOver(before, until))
+			}
+		}
+		if len(seen) != keys {
+			t.Errorf("takers took over %d keys, want all %d", len(seen), keys)
 		}
 	})
 }
@@ -862,18 +727,68 @@ type outcome struct {
 // race runs fn(0..n-1) on n goroutines released at once and returns their
 // outcomes, indexed like the goroutines.
 func race(n int, fn func(i int) (*idempotency.Record, error)) []outcome {
-	out := make([]outcome, n)
+	return raceAll(n, func(i int) outcome {
+		held, err := fn(i)
+		return outcome{held, err}
+	})
+}
+
+// raceAll runs fn(0..n-1) on n goroutines released at once and returns
+// what each returned, indexed like the goroutines.
+func raceAll[T any](n int, fn func(i int) T) []T {
+	out := make([]T, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			out[i].held, out[i].err = fn(i)
+			out[i] = fn(i)
 		})
 	}
 	close(start)
 	wg.Wait()
 	return out
+}
+
+// acquired is what one racing AcquireLease got back.
+type acquired struct {
+	rec idempotency.Record
+	ok  bool
+	err error
+}
+
+// takeOver is what one racing TakeOverAbandoned got back.
+type takeOver struct {
+	recs []idempotency.Record
+	err  error
+}
+
+// oneHolder checks that exactly one AcquireLease acquired the key and every
+// other one got the holding record and no error; it returns the winner.
+func oneHolder(t *testing.T, out []acquired) int {
+	t.Helper()
+	w, ok := -1, true
+	for i, o := range out {
+		switch {
+		case o.err != nil:
+			t.Errorf("goroutine %d: %v", i, o.err)
+			ok = false
+		case !o.ok:
+		case w >= 0:
+			t.Errorf("goroutines %d and %d both acquired the key", w, i)
+			ok = false
+		default:
+			w = i
+		}
+	}
+	if w < 0 {
+		t.Errorf("no goroutine acquired the key")
+		ok = false
+	}
+	if !ok {
+		t.FailNow()
+	}
+	return w
 }
 
 // oneWinner checks that exactly one outcome claimed its key (nil, nil) and
@@ -922,8 +837,9 @@ func newOrder(t *testing.T, tenant, customer string, at time.Time) order.Order {
 }
 
 // newRecord returns the record of a successful create (201) that claimed a
-// client-sent key at created for resourceID. Its fingerprint differs for
-// every (key, resource, created), so a held record is told from a new one.
+// client-sent key at created for resourceID, as CreateOrder stores it:
+// completed, never leased. Its fingerprint differs for every (key,
+// resource, created), so a held record is told from a new one.
 func newRecord(tenant, key, resourceID string, created time.Time) idempotency.Record {
 	return idempotency.Record{
 		TenantID:    tenant,
@@ -933,7 +849,100 @@ func newRecord(tenant, key, resourceID string, created time.Time) idempotency.Re
 		ResourceID:  resourceID,
 		CreatedAt:   created,
 		ExpiresAt:   created.Add(idempotency.DefaultKeyTTL),
+		State:       idempotency.StateCompleted,
 	}
+}
+
+// newClaim returns the claim of a leased request with a client-sent key at
+// for resourceID, which is also the record AcquireLease stores for a fresh
+// key: in progress, leased until at+leaseFor, token 1, recovery point
+// started. Its fingerprint depends on key and resourceID only, so the same
+// request sent again later (retryAt) carries the same one.
+func newClaim(tenant, key, resourceID string, at time.Time) idempotency.Record {
+	return idempotency.Record{
+		TenantID:      tenant,
+		KeyHash:       idempotency.HashKey(key),
+		Fingerprint:   fmt.Sprintf("sha256:%s/%s", key, resourceID),
+		ResourceID:    resourceID,
+		CreatedAt:     at,
+		ExpiresAt:     at.Add(idempotency.DefaultKeyTTL),
+		State:         idempotency.StateInProgress,
+		LockedUntil:   at.Add(leaseFor),
+		FencingToken:  1,
+		RecoveryPoint: idempotency.RecoveryStarted,
+	}
+}
+
+// retryAt returns the claim of the request of r sent again at: the same
+// key, fingerprint and resource, a lease from at.
+func retryAt(r idempotency.Record, at time.Time) idempotency.Record {
+	c := idempotency.Record{
+		TenantID:      r.TenantID,
+		KeyHash:       r.KeyHash,
+		Fingerprint:   r.Fingerprint,
+		ResourceID:    r.ResourceID,
+		CreatedAt:     at,
+		ExpiresAt:     at.Add(idempotency.DefaultKeyTTL),
+		State:         idempotency.StateInProgress,
+		LockedUntil:   at.Add(leaseFor),
+		FencingToken:  1,
+		RecoveryPoint: idempotency.RecoveryStarted,
+	}
+	if r.Derived {
+		c = asDerived(c)
+	}
+	return c
+}
+
+// outcome returns the outcome of a completion with status for resourceID.
+func outcome(status int, resourceID string) idempotency.Record {
+	return idempotency.Record{StatusCode: status, ResourceID: resourceID}
+}
+
+// completedAs returns the leased record r as Complete with outcome o leaves
+// it: completed with o's status, resource and error, no lease.
+func completedAs(r, o idempotency.Record) idempotency.Record {
+	r.State, r.LockedUntil = idempotency.StateCompleted, time.Time{}
+	r.StatusCode, r.ResourceID, r.ErrorCode, r.ErrorDetail = o.StatusCode, o.ResourceID, o.ErrorCode, o.ErrorDetail
+	return r
+}
+
+// releasedAs returns the leased record r as Release to state leaves it.
+func releasedAs(r idempotency.Record, to idempotency.State) idempotency.Record {
+	r.State, r.LockedUntil = to, time.Time{}
+	return r
+}
+
+// takenOver returns r as a takeover leasing it until leaseUntil leaves it:
+// in progress, the next token, the recovery point and attempt kept.
+func takenOver(r idempotency.Record, leaseUntil time.Time) idempotency.Record {
+	r.State, r.LockedUntil, r.FencingToken = idempotency.StateInProgress, leaseUntil, r.FencingToken+1
+	return r
+}
+
+// newAttempt returns a pending charge of o with providerKey, recorded at.
+func newAttempt(o order.Order, providerKey string, at time.Time) store.Attempt {
+	return store.Attempt{
+		ProviderKey:   providerKey,
+		TenantID:      o.TenantID,
+		OrderID:       o.ID,
+		Kind:          store.AttemptCharge,
+		Status:        store.AttemptPending,
+		Amount:        o.Amount,
+		Currency:      o.Currency,
+		PaymentMethod: "pm_card_visa",
+		CreatedAt:     at,
+		UpdatedAt:     at,
+	}
+}
+
+// settledAs returns a as the update u leaves it.
+func settledAs(a store.Attempt, u store.AttemptUpdate) store.Attempt {
+	a.Status, a.ErrorCode, a.UpdatedAt = u.Status, u.ErrorCode, u.At
+	if u.ProviderRef != "" {
+		a.ProviderRef = u.ProviderRef
+	}
+	return a
 }
 
 // asDerived turns r into a derived key's record, with its shorter window.
@@ -954,15 +963,67 @@ func mustCreate(t *testing.T, s store.Store, key *idempotency.Record, o order.Or
 	}
 }
 
-func mustTransition(t *testing.T, s store.Store, key *idempotency.Record, next order.Order) {
+// mustAcquire acquires claim's key and returns the record stored.
+func mustAcquire(t *testing.T, s store.Store, claim idempotency.Record) idempotency.Record {
 	t.Helper()
-	held, err := s.Transition(t.Context(), key, next)
+	r, ok, err := s.AcquireLease(t.Context(), claim)
 	if err != nil {
-		t.Fatalf("Transition(%s to %s v%d): %v", next.ID, next.State, next.Version, err)
+		t.Fatalf("AcquireLease(%s at %s): %v", claim.KeyHash, claim.CreatedAt, err)
 	}
-	if held != nil {
-		t.Fatalf("Transition(%s): key held by %+v", next.ID, *held)
+	if !ok {
+		t.Fatalf("AcquireLease(%s at %s): not acquired, held by %+v", claim.KeyHash, claim.CreatedAt, r)
 	}
+	return r
+}
+
+func mustRecordAttempt(t *testing.T, s store.Store, r idempotency.Record, a store.Attempt) store.Attempt {
+	t.Helper()
+	got, err := s.RecordAttempt(t.Context(), store.LeaseOf(r), a)
+	if err != nil {
+		t.Fatalf("RecordAttempt(%s): %v", a.ProviderKey, err)
+	}
+	return got
+}
+
+func mustComplete(t *testing.T, s store.Store, r idempotency.Record, c store.Completion) {
+	t.Helper()
+	if err := s.Complete(t.Context(), store.LeaseOf(r), c); err != nil {
+		t.Fatalf("Complete(%s, token %d): %v", r.KeyHash, r.FencingToken, err)
+	}
+}
+
+func mustRelease(t *testing.T, s store.Store, r idempotency.Record, to idempotency.State, u *store.AttemptUpdate) {
+	t.Helper()
+	if err := s.Release(t.Context(), store.LeaseOf(r), to, u); err != nil {
+		t.Fatalf("Release(%s, token %d, %s): %v", r.KeyHash, r.FencingToken, to, err)
+	}
+}
+
+// mustTransition writes next as a leased request does: it acquires a key
+// of its own and completes it with next as the compare-and-set.
+func mustTransition(t *testing.T, s store.Store, next order.Order) {
+	t.Helper()
+	key := fmt.Sprintf("transition-%s-v%d", next.ID, next.Version)
+	r := mustAcquire(t, s, newClaim(next.TenantID, key, next.ID, base))
+	mustComplete(t, s, r, store.Completion{Outcome: outcome(200, next.ID), Next: &next})
+}
+
+func mustLookup(t *testing.T, s store.Store, tenant, keyHash string) idempotency.Record {
+	t.Helper()
+	r, err := s.LookupKey(t.Context(), tenant, keyHash)
+	if err != nil {
+		t.Fatalf("LookupKey(%s, %s): %v", tenant, keyHash, err)
+	}
+	return r
+}
+
+func mustGetAttempt(t *testing.T, s store.Store, providerKey string) store.Attempt {
+	t.Helper()
+	a, err := s.GetAttempt(t.Context(), providerKey)
+	if err != nil {
+		t.Fatalf("GetAttempt(%s): %v", providerKey, err)
+	}
+	return a
 }
 
 func mustGet(t *testing.T, s store.Store, tenant, id string) order.Order {
@@ -1020,8 +1081,35 @@ func assertRecord(t *testing.T, got, want idempotency.Record) {
 	d.check("ErrorDetail", got.ErrorDetail == want.ErrorDetail, got.ErrorDetail, want.ErrorDetail)
 	d.check("CreatedAt", sameTime(got.CreatedAt, want.CreatedAt), got.CreatedAt, want.CreatedAt)
 	d.check("ExpiresAt", sameTime(got.ExpiresAt, want.ExpiresAt), got.ExpiresAt, want.ExpiresAt)
+	d.check("State", got.State == want.State, got.State, want.State)
+	d.check("LockedUntil", sameTime(got.LockedUntil, want.LockedUntil), got.LockedUntil, want.LockedUntil)
+	d.check("FencingToken", got.FencingToken == want.FencingToken, got.FencingToken, want.FencingToken)
+	d.check("RecoveryPoint", got.RecoveryPoint == want.RecoveryPoint, got.RecoveryPoint, want.RecoveryPoint)
+	d.check("AttemptKey", got.AttemptKey == want.AttemptKey, got.AttemptKey, want.AttemptKey)
+	d.check("TombstoneUntil", sameTime(got.TombstoneUntil, want.TombstoneUntil), got.TombstoneUntil, want.TombstoneUntil)
 	if len(d) > 0 {
 		t.Errorf("record (%s, %s) differs:\n  %s", want.TenantID, want.KeyHash, strings.Join(d, "\n  "))
+	}
+}
+
+// assertAttempt checks every field of got against want.
+func assertAttempt(t *testing.T, got, want store.Attempt) {
+	t.Helper()
+	var d diff
+	d.check("ProviderKey", got.ProviderKey == want.ProviderKey, got.ProviderKey, want.ProviderKey)
+	d.check("TenantID", got.TenantID == want.TenantID, got.TenantID, want.TenantID)
+	d.check("OrderID", got.OrderID == want.OrderID, got.OrderID, want.OrderID)
+	d.check("Kind", got.Kind == want.Kind, got.Kind, want.Kind)
+	d.check("Status", got.Status == want.Status, got.Status, want.Status)
+	d.check("Amount", got.Amount == want.Amount, got.Amount, want.Amount)
+	d.check("Currency", got.Currency == want.Currency, got.Currency, want.Currency)
+	d.check("PaymentMethod", got.PaymentMethod == want.PaymentMethod, got.PaymentMethod, want.PaymentMethod)
+	d.check("ProviderRef", got.ProviderRef == want.ProviderRef, got.ProviderRef, want.ProviderRef)
+	d.check("ErrorCode", got.ErrorCode == want.ErrorCode, got.ErrorCode, want.ErrorCode)
+	d.check("CreatedAt", sameTime(got.CreatedAt, want.CreatedAt), got.CreatedAt, want.CreatedAt)
+	d.check("UpdatedAt", sameTime(got.UpdatedAt, want.UpdatedAt), got.UpdatedAt, want.UpdatedAt)
+	if len(d) > 0 {
+		t.Errorf("attempt %s differs:\n  %s", want.ProviderKey, strings.Join(d, "\n  "))
 	}
 }
 

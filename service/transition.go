@@ -1,0 +1,430 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orderly/orderly/fulfillment"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/statemachine"
+	"github.com/orderly/orderly/store"
+)
+
+// Pay charges the order through the payment gateway and moves it to PAID.
+// Paying a PAID or FULFILLED order is a no-op. Errors: ENotFound, EInvalid
+// (missing payment method; not stored), EMismatch (amount or currency differ
+// from the order's), EDeclined, EInvalidTransition, EKeyReused,
+// EKeyExpired, EKeyInProgress, EUnavailable (provider or store failed, or
+// the provider's answer was lost; nothing final stored).
+func (s *Service) Pay(ctx context.Context, c Call, in PayInput) (Result, error) {
+	if in.PaymentMethod == "" {
+		return Result{}, &order.Error{Code: order.EInvalid, Message: "the payment has invalid fields",
+			Fields: []order.FieldError{{Field: "payment_method", Reason: "is required"}}}
+	}
+	check := func(o order.Order) error {
+		if in.Amount != o.Amount || in.Currency != o.Currency {
+			return order.Errorf(order.EMismatch,
+				"payment of %d %s does not match the order's amount %d %s", in.Amount, in.Currency, o.Amount, o.Currency)
+		}
+		return nil
+	}
+	return s.leased(ctx, c, order.EventPay, check, s.payEffect(in.PaymentMethod))
+}
+
+// Fulfill ships the order through the warehouse and moves it from PAID to
+// FULFILLED. Fulfilling a FULFILLED order is a no-op. Errors: ENotFound,
+// EInvalidTransition, EFulfillmentRejected, EKeyReused, EKeyExpired,
+// EKeyInProgress, EUnavailable.
+func (s *Service) Fulfill(ctx context.Context, c Call) (Result, error) {
+	return s.leased(ctx, c, order.EventFulfill, nil, s.shipEffect())
+}
+
+// Cancel moves a RCVD order to CANCELLED, or refunds a PAID order's charge
+// and then moves it to CANCELLED. Cancelling a CANCELLED order is a no-op.
+// Errors: ENotFound, EInvalidTransition, EKeyReused, EKeyExpired,
+// EKeyInProgress, EUnavailable.
+func (s *Service) Cancel(ctx context.Context, c Call) (Result, error) {
+	return s.leased(ctx, c, order.EventCancel, nil, s.refundEffect())
+}
+
+// effect is the provider side of an event: which attempt a decision needs
+// (nil for none), and how to make it.
+type effect struct {
+	attempt func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt
+	call    func(ctx context.Context, a store.Attempt, o order.Order) callResult
+}
+
+// class sorts provider outcomes (issue: final vs retryable vs unknown).
+type class int
+
+const (
+	succeeded class = iota + 1 // the provider acted
+	declined                   // final: the charge was declined
+	rejected                   // final: the provider refused for good
+	retryable                  // nothing happened at the provider
+	unknown                    // sent, no answer: ask before acting again
+	contended                  // the provider key is in use with other details
+)
+
+type callResult struct {
+	class class
+	ref   string
+	err   *order.Error
+}
+
+// leased runs an event in three phases under a lease on the key:
+//
+//  1. pre-call: AcquireLease (a takeover bumps the fencing token), read the
+//     order, decide, and RecordAttempt (the recovery point);
+//  2. the provider call, with no transaction or connection held, on a
+//     context the client's disconnect does not cancel;
+//  3. post-call: Complete (order compare-and-set, attempt, outcome) or
+//     Release, each fenced by the token, so a worker whose lease was taken
+//     over cannot write.
+func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func(order.Order) error, eff effect) (Result, error) {
+	now := s.cfg.Now()
+	key, anonymous := c.Key, c.Key.IsZero()
+	if anonymous {
+		// Without a key (policy off) the request still needs a lease; it
+		// gets a private key nobody can replay.
+		key = idempotency.Key{Value: "anon:" + uuid.NewString(), Derived: true}
+	}
+	claim := s.claim(c.TenantID, key, now, c.OrderID)
+	claim.LockedUntil = now.Add(s.cfg.LeaseDuration)
+	rec, acquired, err := s.store.AcquireLease(ctx, claim)
+	if err != nil {
+		return Result{}, err
+	}
+	if !acquired {
+		return s.held(ctx, key, rec, now, c.Wait)
+	}
+	if rec.ResourceID != c.OrderID {
+		return Result{}, fmt.Errorf("lease on key for %s resumed for %s", rec.ResourceID, c.OrderID)
+	}
+	res, err := s.drive(ctx, rec, ev, check, eff)
+	if anonymous {
+		res.KeyExpiresAt = time.Time{}
+	}
+	return res, err
+}
+
+// drive decides and acts for a held key until it completes or releases it.
+// It is shared by requests and the completer.
+func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Event, check func(order.Order) error, eff effect) (Result, error) {
+	lease := store.LeaseOf(rec)
+	// Past phase 1 the work finishes even if the client goes away, bounded
+	// by the lease.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LeaseDuration)
+	defer cancel()
+	// carry is the settlement of an attempt this request completed at the
+	// provider but could not write yet (its compare-and-set lost a race and
+	// was rolled back); whatever the key's outcome, it settles the attempt.
+	var carry *store.AttemptUpdate
+	for range maxDecisions {
+		now := s.cfg.Now()
+		o, err := s.store.GetOrder(ctx, rec.TenantID, rec.ResourceID)
+		if err != nil {
+			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, notFound(err, rec.ResourceID))
+		}
+		if check != nil {
+			if err := check(o); err != nil {
+				return s.completeFinal(ctx, rec, lease, o, err, nil, carry)
+			}
+		}
+		d, err := statemachine.Decide(o.State, ev)
+		if err != nil {
+			if ev == order.EventPay && o.State == order.Cancelled {
+				// A pay that lost the race to a cancel may have captured a
+				// charge (this request, or an earlier try of it): refund it.
+				if rerr := s.refundOrphanedCharge(ctx, o); rerr != nil {
+					return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, rerr)
+				}
+			}
+			return s.completeFinal(ctx, rec, lease, o, err, nil, carry)
+		}
+		if d.Outcome == statemachine.NoOp {
+			return s.completeOK(ctx, rec, lease, o, nil, carry)
+		}
+		next := o.Apply(d.To, now)
+		a := eff.attempt(o, d, now)
+		if a == nil {
+			res, err := s.completeOK(ctx, rec, lease, next, &next, carry)
+			switch {
+			case errors.Is(err, store.ErrVersionConflict):
+				continue
+			case errors.Is(err, store.ErrAttemptInFlight):
+				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, busy(o))
+			}
+			return res, err
+		}
+		stored, err := s.store.RecordAttempt(ctx, lease, *a, o.Version)
+		switch {
+		case errors.Is(err, store.ErrVersionConflict):
+			continue
+		case errors.Is(err, store.ErrAttemptInFlight):
+			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, busy(o))
+		case err != nil:
+			return s.lost(err)
+		}
+		r := s.settled(stored)
+		if r.class == 0 {
+			r = eff.call(ctx, stored, o)
+		}
+		upd := &store.AttemptUpdate{ProviderKey: stored.ProviderKey, ProviderRef: r.ref, At: s.cfg.Now()}
+		switch r.class {
+		case succeeded:
+			upd.Status = store.AttemptSucceeded
+			res, err := s.completeOK(ctx, rec, lease, next, &next, upd)
+			if errors.Is(err, store.ErrVersionConflict) {
+				// Another request moved the order; the effect stands and
+				// deciding again gives the no-op (or the refund).
+				carry = upd
+				continue
+			}
+			return res, err
+		case declined:
+			// The order stays RCVD but its version moves on, so the next
+			// pay is a new logical charge with its own provider key.
+			upd.Status, upd.ErrorCode = store.AttemptDeclined, string(r.err.Code)
+			bumped := o.Apply(o.State, now)
+			res, err := s.completeFinal(ctx, rec, lease, o, r.err, &bumped, upd)
+			if errors.Is(err, store.ErrVersionConflict) {
+				return s.completeFinal(ctx, rec, lease, o, r.err, nil, upd)
+			}
+			return res, err
+		case rejected:
+			upd.Status, upd.ErrorCode = store.AttemptRejected, string(r.err.Code)
+			return s.completeFinal(ctx, rec, lease, o, r.err, nil, upd)
+		case unknown:
+			upd.Status = store.AttemptUnknown
+			return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, r.err)
+		case contended:
+			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, r.err)
+		default:
+			upd.Status = store.AttemptFailed
+			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, upd, r.err)
+		}
+	}
+	return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry,
+		order.Errorf(order.EUnavailable, "order %s is changing too fast; retry", rec.ResourceID))
+}
+
+func busy(o order.Order) error {
+	return order.Errorf(order.EOrderBusy, "another operation on order %s is in progress with a provider; retry", o.ID)
+}
+
+// settled returns the outcome an attempt already settled by another request
+// records, or a zero callResult when the provider must be called.
+func (s *Service) settled(a store.Attempt) callResult {
+	switch a.Status {
+	case store.AttemptSucceeded:
+		return callResult{class: succeeded, ref: a.ProviderRef}
+	case store.AttemptDeclined:
+		return callResult{class: declined, err: order.Errorf(order.EDeclined, "the payment was declined: %s", a.ErrorCode)}
+	case store.AttemptRejected:
+		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected, "the warehouse rejected the shipment")}
+	}
+	return callResult{}
+}
+
+// completeOK completes the key with 200 for o (with next as the
+// compare-and-set, if set).
+func (s *Service) completeOK(ctx context.Context, rec idempotency.Record, lease store.Lease, o order.Order, next *order.Order, upd *store.AttemptUpdate) (Result, error) {
+	out := idempotency.Record{StatusCode: StatusOK, ResourceID: o.ID}
+	if err := s.store.Complete(ctx, lease, store.Completion{Outcome: out, Next: next, Attempt: upd}); err != nil {
+		if errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
+			return Result{}, err
+		}
+		return s.lost(err)
+	}
+	return Result{Order: o, Status: StatusOK, KeyExpiresAt: rec.ExpiresAt}, nil
+}
+
+// completeFinal completes the key with a final error (stored, replayed).
+func (s *Service) completeFinal(ctx context.Context, rec idempotency.Record, lease store.Lease, o order.Order, cause error, next *order.Order, upd *store.AttemptUpdate) (Result, error) {
+	var oe *order.Error
+	if !errors.As(cause, &oe) {
+		return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, cause)
+	}
+	status := s.cfg.StatusOf(oe.Code)
+	out := idempotency.Record{StatusCode: status, ResourceID: o.ID, ErrorCode: oe.Code, ErrorDetail: oe.Message}
+	if err := s.store.Complete(ctx, lease, store.Completion{Outcome: out, Next: next, Attempt: upd}); err != nil {
+		if errors.Is(err, store.ErrVersionConflict) {
+			return Result{}, err
+		}
+		return s.lost(err)
+	}
+	return Result{Status: status, KeyExpiresAt: rec.ExpiresAt}, cause
+}
+
+// release ends the lease without an outcome and returns cause (a 404, 503 or
+// 409: nothing final happened, so nothing is stored).
+func (s *Service) release(ctx context.Context, rec idempotency.Record, lease store.Lease, to idempotency.State, upd *store.AttemptUpdate, cause error) (Result, error) {
+	if err := s.store.Release(ctx, lease, to, upd); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			return s.lost(err)
+		}
+		s.cfg.Logger.Warn("could not release an idempotency key; the completer will", "err", err)
+	}
+	return Result{KeyExpiresAt: rec.ExpiresAt}, cause
+}
+
+// lost answers a request whose lease was taken over (or whose store write
+// failed): the new holder finishes; the client retries with the same key.
+func (s *Service) lost(err error) (Result, error) {
+	if errors.Is(err, store.ErrLeaseLost) {
+		return Result{}, order.Errorf(order.EKeyInProgress,
+			"this request took too long and another worker finished it; retry with the same key")
+	}
+	return Result{}, err
+}
+
+// payEffect charges o at its current version with method.
+func (s *Service) payEffect(method string) effect {
+	return effect{
+		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
+			return &store.Attempt{ProviderKey: chargeKey(o.ID, o.Version), TenantID: o.TenantID, OrderID: o.ID,
+				Kind: store.AttemptCharge, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+				PaymentMethod: method, CreatedAt: now, UpdatedAt: now}
+		},
+		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
+			if a.Status == store.AttemptUnknown {
+				// Never charge blindly again: ask first.
+				ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
+				if !errors.Is(err, payment.ErrChargeNotFound) {
+					return classifyCharge(ch, err)
+				}
+			}
+			ch, err := s.gateway.Charge(ctx, payment.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: a.OrderID,
+				Amount: a.Amount, Currency: a.Currency, PaymentMethod: a.PaymentMethod})
+			return classifyCharge(ch, err)
+		},
+	}
+}
+
+func classifyCharge(ch payment.Charge, err error) callResult {
+	var decline *payment.DeclineError
+	switch {
+	case err == nil:
+		return callResult{class: succeeded, ref: ch.ID}
+	case errors.As(err, &decline):
+		return callResult{class: declined, err: order.Errorf(order.EDeclined, "the payment was declined: %s", decline.Code)}
+	case errors.Is(err, payment.ErrIdempotencyKeyReused):
+		return callResult{class: contended, err: order.Errorf(order.EKeyInProgress,
+			"another payment of this order is in progress; retry")}
+	case payment.IsUnknownOutcome(err):
+		return callResult{class: unknown, err: unknownErr("payment provider")}
+	case payment.IsRetryable(err):
+		return callResult{class: retryable, err: unavailable("payment provider", err)}
+	default:
+		// A final refusal that is not a decline (invalid request): the
+		// provider acted on nothing; retrying cannot help but is harmless.
+		return callResult{class: retryable, err: unavailable("payment provider", err)}
+	}
+}
+
+// shipEffect ships o's items with the order's provider key.
+func (s *Service) shipEffect() effect {
+	return effect{
+		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
+			return &store.Attempt{ProviderKey: o.ID + "/fulfill", TenantID: o.TenantID, OrderID: o.ID,
+				Kind: store.AttemptShipment, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+				CreatedAt: now, UpdatedAt: now}
+		},
+		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
+			if a.Status == store.AttemptUnknown {
+				sh, err := s.warehouse.Lookup(ctx, a.ProviderKey)
+				if !errors.Is(err, fulfillment.ErrShipmentNotFound) {
+					return classifyShipment(sh, err)
+				}
+			}
+			sh, err := s.warehouse.Ship(ctx, fulfillment.ShipmentRequest{IdempotencyKey: a.ProviderKey, OrderID: o.ID, Items: o.Items})
+			return classifyShipment(sh, err)
+		},
+	}
+}
+
+func classifyShipment(sh fulfillment.Shipment, err error) callResult {
+	switch {
+	case err == nil:
+		return callResult{class: succeeded, ref: sh.ID}
+	case fulfillment.IsUnknownOutcome(err):
+		return callResult{class: unknown, err: unknownErr("warehouse")}
+	case fulfillment.IsRetryable(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return callResult{class: retryable, err: unavailable("warehouse", err)}
+	case errors.Is(err, fulfillment.ErrIdempotencyKeyReused):
+		return callResult{class: contended, err: order.Errorf(order.EKeyInProgress, "another fulfilment of this order is in progress; retry")}
+	default:
+		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected, "the warehouse rejected the shipment: %v", err)}
+	}
+}
+
+// refundEffect refunds a PAID order's charge before it is cancelled; a
+// cancel from RCVD calls no provider.
+func (s *Service) refundEffect() effect {
+	return effect{
+		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
+			if d.From != order.Paid {
+				return nil
+			}
+			return &store.Attempt{ProviderKey: o.ID + "/refund", TenantID: o.TenantID, OrderID: o.ID,
+				Kind: store.AttemptRefund, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+				CreatedAt: now, UpdatedAt: now}
+		},
+		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
+			// A PAID order at version v was paid by the charge of version v-1.
+			rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: a.ProviderKey,
+				ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount})
+			switch {
+			case err == nil:
+				return callResult{class: succeeded, ref: rf.ID}
+			case payment.IsUnknownOutcome(err):
+				return callResult{class: unknown, err: unknownErr("payment provider")}
+			default:
+				return callResult{class: retryable, err: unavailable("payment provider", err)}
+			}
+		},
+	}
+}
+
+// refundOrphanedCharge refunds the charge a pay may have captured for an
+// order that a racing cancel moved from RCVD to CANCELLED. Only a cancel at
+// version v+1 can orphan a charge made at version v; the refund key is the
+// order's, so a refund happens once however often this runs.
+func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error {
+	if o.PaidAt != nil {
+		return nil // cancelled from PAID: the cancel refunded it
+	}
+	_, err := s.gateway.Refund(ctx, payment.RefundRequest{
+		IdempotencyKey: o.ID + "/refund", ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount,
+	})
+	switch {
+	case err == nil:
+		s.cfg.Logger.Info("a charge captured for a cancelled order is refunded", "order_id", o.ID)
+		return nil
+	case errors.Is(err, payment.ErrChargeNotFound):
+		return nil
+	default:
+		return unavailable("payment provider", err)
+	}
+}
+
+// chargeKey is the provider-side idempotency key of paying order id at
+// version: every pay of one order version is one logical charge. A decline
+// moves the version on, so a new payment method gets a new charge.
+func chargeKey(id string, version int64) string { return fmt.Sprintf("%s/pay/%d", id, version) }
+
+func unavailable(who string, err error) *order.Error {
+	return &order.Error{Code: order.EUnavailable, Message: fmt.Sprintf("the %s is unavailable: %v", who, err)}
+}
+
+func unknownErr(who string) *order.Error {
+	return &order.Error{Code: order.EUnavailable, Message: fmt.Sprintf("the %s's answer was lost; "+
+		"retry with the same Idempotency-Key: the outcome is checked with the %s before anything is done again", who, who)}
+}
