@@ -293,7 +293,7 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 		for i, tc := range cases {
 			a := newAttempt(o, fmt.Sprintf("charge-%d", i), base)
-			if _, err := s.RecordAttempt(t.Context(), tc.l, a); !errors.Is(err, store.ErrLeaseLost) {
+			if _, err := s.RecordAttempt(t.Context(), tc.l, a, 1); !errors.Is(err, store.ErrLeaseLost) {
 				t.Errorf("%s: RecordAttempt err = %v, want ErrLeaseLost", tc.name, err)
 			}
 			assertNotFound(t, tc.name+": GetAttempt", getErr(s.GetAttempt(t.Context(), a.ProviderKey)))
@@ -518,7 +518,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 				next := tc.next(o)
 				r := mustAcquire(t, s, newClaim(next.TenantID, "late-1", o.ID, base.Add(time.Hour)))
 				a := newAttempt(o, "charge-1", base.Add(time.Hour))
-				mustRecordAttempt(t, s, r, a)
+				mustRecordAttemptAt(t, s, r, a, paid.Version)
 				r = mustLookup(t, s, next.TenantID, r.KeyHash)
 				u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(2 * time.Hour)}
 				err := s.Complete(ctx, store.LeaseOf(r), store.Completion{Outcome: outcome(200, o.ID), Next: &next, Attempt: &u})
@@ -628,7 +628,7 @@ func testFencing(t *testing.T, open func(t *testing.T) store.Store) {
 		if err := s.Release(ctx, store.LeaseOf(a), idempotency.StateUnknownOutcome, &aU); !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("A's Release err = %v, want ErrLeaseLost", err)
 		}
-		if _, err := s.RecordAttempt(ctx, store.LeaseOf(a), newAttempt(o, "charge-A", base.Add(time.Minute))); !errors.Is(err, store.ErrLeaseLost) {
+		if _, err := s.RecordAttempt(ctx, store.LeaseOf(a), newAttempt(o, "charge-A", base.Add(time.Minute)), 1); !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("A's RecordAttempt err = %v, want ErrLeaseLost", err)
 		}
 		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
@@ -766,10 +766,11 @@ func testGetAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("RoundTripsEveryField", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
-		o := newOrder(t, "tenant-a", "cust-ü", base)
-		mustCreate(t, s, nil, o)
-		r := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 		for i, kind := range []store.AttemptKind{store.AttemptCharge, store.AttemptShipment, store.AttemptRefund} {
+			// One order each: two open attempts on one order are refused.
+			o := newOrder(t, "tenant-a", "cust-ü", base)
+			mustCreate(t, s, nil, o)
+			r := mustAcquire(t, s, newClaim("tenant-a", "key-"+string(kind), o.ID, base))
 			a := store.Attempt{
 				ProviderKey:   fmt.Sprintf("%s:%s:v1", kind, o.ID),
 				TenantID:      "tenant-a",

@@ -718,18 +718,18 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
-// outcome is what one racing goroutine got back.
-type outcome struct {
+// createResult is what one racing CreateOrder got back.
+type createResult struct {
 	held *idempotency.Record
 	err  error
 }
 
 // race runs fn(0..n-1) on n goroutines released at once and returns their
 // outcomes, indexed like the goroutines.
-func race(n int, fn func(i int) (*idempotency.Record, error)) []outcome {
-	return raceAll(n, func(i int) outcome {
+func race(n int, fn func(i int) (*idempotency.Record, error)) []createResult {
+	return raceAll(n, func(i int) createResult {
 		held, err := fn(i)
-		return outcome{held, err}
+		return createResult{held, err}
 	})
 }
 
@@ -791,9 +791,9 @@ func oneHolder(t *testing.T, out []acquired) int {
 	return w
 }
 
-// oneWinner checks that exactly one outcome claimed its key (nil, nil) and
+// oneWinner checks that exactly one CreateOrder claimed its key (nil, nil) and
 // every other one got a held record and no error; it returns the winner.
-func oneWinner(t *testing.T, out []outcome) int {
+func oneWinner(t *testing.T, out []createResult) int {
 	t.Helper()
 	w, ok := -1, true
 	for i, o := range out {
@@ -976,9 +976,15 @@ func mustAcquire(t *testing.T, s store.Store, claim idempotency.Record) idempote
 	return r
 }
 
+// mustRecordAttempt records a under r's lease on its order at version 1.
 func mustRecordAttempt(t *testing.T, s store.Store, r idempotency.Record, a store.Attempt) store.Attempt {
 	t.Helper()
-	got, err := s.RecordAttempt(t.Context(), store.LeaseOf(r), a)
+	return mustRecordAttemptAt(t, s, r, a, 1)
+}
+
+func mustRecordAttemptAt(t *testing.T, s store.Store, r idempotency.Record, a store.Attempt, version int64) store.Attempt {
+	t.Helper()
+	got, err := s.RecordAttempt(t.Context(), store.LeaseOf(r), a, version)
 	if err != nil {
 		t.Fatalf("RecordAttempt(%s): %v", a.ProviderKey, err)
 	}

@@ -1,0 +1,377 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/fulfillment"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/testenv"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/service"
+	"github.com/orderly/orderly/store"
+)
+
+// clock is a controllable time source.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock {
+	return &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// gateway wraps the simulator: it can hold the next charge until released
+// (a slow provider), or capture and then lose the reply (a dropped
+// connection: the outcome is unknown to the caller).
+type gateway struct {
+	*payment.Simulator
+	hold     chan struct{} // non-nil: the next Charge waits for it to close
+	entered  chan struct{} // closed when a held Charge has started
+	dropNext atomic.Bool
+}
+
+func (g *gateway) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
+	if h := g.hold; h != nil {
+		g.hold = nil
+		close(g.entered)
+		<-h
+	}
+	ch, err := g.Simulator.Charge(ctx, req)
+	if err == nil && g.dropNext.CompareAndSwap(true, false) {
+		return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	}
+	return ch, err
+}
+
+type fixture struct {
+	st  store.Store
+	gw  *gateway
+	clk *clock
+	svc *service.Service
+}
+
+// newFixture runs a service on a fresh store of kind with a controllable
+// clock, a 10s lease, 1h key retention and a 2h tombstone window.
+func newFixture(t *testing.T, kind string) *fixture {
+	t.Helper()
+	env := testenv.New(t, kind, testenv.Options{})
+	f := &fixture{st: env.Store, gw: &gateway{Simulator: payment.NewSimulator()}, clk: newClock()}
+	f.svc = service.New(f.st, f.gw, fulfillment.NewSimulator(), service.Config{
+		KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
+		LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second,
+		StatusOf: api.StatusOf, Now: f.clk.Now,
+	})
+	return f
+}
+
+var input = order.NewOrderInput{CustomerID: "cus_1", Currency: "EUR", Items: []order.Item{{SKU: "sku", Quantity: 2, UnitPrice: 750}}}
+
+var payIn = service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: payment.TestMethodApproved}
+
+func key(v string) idempotency.Key { return idempotency.Key{Value: v, Fingerprint: "fp-" + v} }
+
+func (f *fixture) order(t *testing.T) order.Order {
+	t.Helper()
+	res, err := f.svc.Create(context.Background(), "t1", idempotency.Key{}, input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Order
+}
+
+func eachStore(t *testing.T, fn func(t *testing.T, f *fixture)) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newFixture(t, kind))
+		})
+	}
+}
+
+// TestStaleWorkerIsFenced: a worker whose provider call outlives its lease is
+// taken over by a retry; the retry finishes the payment, and the stale
+// worker's post-call write is refused by the fencing token.
+func TestStaleWorkerIsFenced(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		release := make(chan struct{})
+		f.gw.hold, f.gw.entered = release, make(chan struct{})
+		entered := f.gw.entered
+
+		type outcome struct {
+			res service.Result
+			err error
+		}
+		slow := make(chan outcome, 1)
+		go func() {
+			res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K")}, payIn)
+			slow <- outcome{res, err}
+		}()
+		<-entered // worker A holds the lease (token 1) and is inside the provider call
+
+		// While A's lease is live, a retry is told the request is in progress.
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K")}, payIn); order.ErrorCode(err) != order.EKeyInProgress {
+			t.Fatalf("retry during a live lease: err = %v, want EKeyInProgress", err)
+		}
+
+		f.clk.Advance(11 * time.Second) // A's lease lapses
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K")}, payIn)
+		if err != nil || res.Status != 200 || res.Order.State != order.Paid || res.Replayed {
+			t.Fatalf("takeover = %+v, %v; want a fresh 200 PAID", res, err)
+		}
+		rec, err := f.st.LookupKey(ctx, "t1", idempotency.HashKey("K"))
+		if err != nil || rec.State != idempotency.StateCompleted || rec.FencingToken < 2 {
+			t.Fatalf("key after takeover = %+v, %v; want completed with token ≥ 2", rec, err)
+		}
+
+		close(release) // A's provider call returns; its write must be refused
+		a := <-slow
+		if order.ErrorCode(a.err) != order.EKeyInProgress {
+			t.Fatalf("stale worker: %+v, %v; want its write refused (EKeyInProgress)", a.res, a.err)
+		}
+		got, err := f.st.GetOrder(ctx, "t1", o.ID)
+		if err != nil || got.State != order.Paid || got.Version != 2 {
+			t.Fatalf("order = %s v%d (%v), want PAID v2", got.State, got.Version, err)
+		}
+		after, _ := f.st.LookupKey(ctx, "t1", idempotency.HashKey("K"))
+		if after.FencingToken != rec.FencingToken || after.StatusCode != 200 {
+			t.Fatalf("the stale worker changed the key: %+v", after)
+		}
+		if n := f.gw.Captures(o.ID); n != 1 {
+			t.Fatalf("%d captures, want 1", n)
+		}
+	})
+}
+
+// TestPreferWaitReplaysTheWinner: a duplicate that asks to wait gets the
+// first request's outcome as a replay instead of a 409.
+func TestPreferWaitReplaysTheWinner(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		release := make(chan struct{})
+		f.gw.hold, f.gw.entered = release, make(chan struct{})
+		entered := f.gw.entered
+		first := make(chan error, 1)
+		go func() {
+			_, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("W")}, payIn)
+			first <- err
+		}()
+		<-entered
+		time.AfterFunc(200*time.Millisecond, func() { close(release) })
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("W"), Wait: 3 * time.Second}, payIn)
+		if err != nil || !res.Replayed || res.Status != 200 || res.Order.State != order.Paid {
+			t.Fatalf("waiting duplicate = %+v, %v; want a 200 replay of PAID", res, err)
+		}
+		if err := <-first; err != nil {
+			t.Fatalf("first request: %v", err)
+		}
+		if n := f.gw.Captures(o.ID); n != 1 {
+			t.Fatalf("%d captures, want 1", n)
+		}
+	})
+}
+
+// TestUnknownOutcomeIsAskedNotRepeated: the provider captured but the reply
+// was lost. The request answers 503 and the key says "unknown outcome"; the
+// retry asks the provider first and finishes without a second capture.
+func TestUnknownOutcomeIsAskedNotRepeated(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		f.gw.dropNext.Store(true)
+		_, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("U")}, payIn)
+		if order.ErrorCode(err) != order.EUnavailable {
+			t.Fatalf("pay with a lost reply: %v, want EUnavailable", err)
+		}
+		info, err := f.svc.KeyStatus(ctx, "t1", "U")
+		if err != nil || info.State != service.KeyUnknownOutcome {
+			t.Fatalf("key status = %+v, %v; want unknown_outcome", info, err)
+		}
+		calls := f.gw.Calls()
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("U")}, payIn)
+		if err != nil || res.Order.State != order.Paid {
+			t.Fatalf("retry = %+v, %v; want PAID", res, err)
+		}
+		if f.gw.Calls() != calls {
+			t.Fatalf("the retry charged again (%d charge calls, want %d): it must look the charge up", f.gw.Calls(), calls)
+		}
+		if n := f.gw.Captures(o.ID); n != 1 {
+			t.Fatalf("%d captures, want 1", n)
+		}
+	})
+}
+
+// TestCompleterFinishesAbandonedRequests: with no client retry, the
+// completer brings an order whose reply was lost, and one whose worker died
+// mid-call, to a definite state; the client's later retry replays it.
+func TestCompleterFinishesAbandonedRequests(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+
+		// 1. Lost reply: the key is left with an unknown outcome.
+		lost := f.order(t)
+		f.gw.dropNext.Store(true)
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: lost.ID, Key: key("L")}, payIn); err == nil {
+			t.Fatal("pay with a lost reply succeeded")
+		}
+
+		// 2. Dead worker: it claimed the key, recorded the attempt and
+		// charged, then vanished before the post-call write.
+		dead := f.order(t)
+		now := f.clk.Now()
+		claim := idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey("D"), Fingerprint: "fp-D",
+			ResourceID: dead.ID, CreatedAt: now, ExpiresAt: now.Add(time.Hour), LockedUntil: now.Add(10 * time.Second)}
+		rec, ok, err := f.st.AcquireLease(ctx, claim)
+		if err != nil || !ok {
+			t.Fatalf("AcquireLease: %v %v", ok, err)
+		}
+		pk := dead.ID + "/pay/1"
+		if _, err := f.st.RecordAttempt(ctx, store.LeaseOf(rec), store.Attempt{ProviderKey: pk, TenantID: "t1", OrderID: dead.ID,
+			Kind: store.AttemptCharge, Status: store.AttemptPending, Amount: 1500, Currency: "EUR",
+			PaymentMethod: payment.TestMethodApproved, CreatedAt: now, UpdatedAt: now}, dead.Version); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.gw.Simulator.Charge(ctx, payment.ChargeRequest{IdempotencyKey: pk, OrderID: dead.ID,
+			Amount: 1500, Currency: "EUR", PaymentMethod: payment.TestMethodApproved}); err != nil {
+			t.Fatal(err)
+		}
+
+		// 3. A request that claimed its key and died before any provider
+		// call: it is released as a retryable failure.
+		idle := f.order(t)
+		claim.KeyHash, claim.Fingerprint, claim.ResourceID = idempotency.HashKey("I"), "fp-I", idle.ID
+		if _, ok, err := f.st.AcquireLease(ctx, claim); err != nil || !ok {
+			t.Fatalf("AcquireLease: %v %v", ok, err)
+		}
+
+		// The dead workers' leases are live: nothing to take over yet except
+		// the unknown outcome.
+		if n, err := f.svc.RecoverAbandoned(ctx, 10); err != nil || n != 1 {
+			t.Fatalf("first pass took over %d (%v), want 1 (the unknown outcome)", n, err)
+		}
+		f.clk.Advance(11 * time.Second)
+		if n, err := f.svc.RecoverAbandoned(ctx, 10); err != nil || n != 2 {
+			t.Fatalf("second pass took over %d (%v), want 2", n, err)
+		}
+		if n, err := f.svc.RecoverAbandoned(ctx, 10); err != nil || n != 0 {
+			t.Fatalf("third pass took over %d (%v), want 0: everything is settled", n, err)
+		}
+		for _, c := range []struct {
+			o order.Order
+			k string
+		}{{lost, "L"}, {dead, "D"}} {
+			got, _ := f.st.GetOrder(ctx, "t1", c.o.ID)
+			if got.State != order.Paid || f.gw.Captures(c.o.ID) != 1 {
+				t.Fatalf("order %s is %s with %d captures, want PAID with 1", c.k, got.State, f.gw.Captures(c.o.ID))
+			}
+			res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: c.o.ID, Key: key(c.k)}, payIn)
+			if err != nil || !res.Replayed || res.Status != 200 {
+				t.Fatalf("retry of %s after the completer = %+v, %v; want a 200 replay", c.k, res, err)
+			}
+		}
+		if info, _ := f.svc.KeyStatus(ctx, "t1", "I"); info.State != service.KeyRetryableFailure {
+			t.Fatalf("idle key is %s, want retryable_failure", info.State)
+		}
+		if got, _ := f.st.GetOrder(ctx, "t1", idle.ID); got.State != order.Received || f.gw.Captures(idle.ID) != 0 {
+			t.Fatalf("idle order is %s with %d captures, want RCVD with 0", got.State, f.gw.Captures(idle.ID))
+		}
+	})
+}
+
+// TestKeyLifecycle: replay inside the retention window; after it, a clear
+// "expired" error (before and after the sweeper makes a tombstone); after
+// the tombstone window, the row is gone.
+func TestKeyLifecycle(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		first, err := f.svc.Create(ctx, "t1", key("life"), input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clk.Advance(59 * time.Minute)
+		if res, err := f.svc.Create(ctx, "t1", key("life"), input); err != nil || !res.Replayed || res.Order.ID != first.Order.ID {
+			t.Fatalf("replay inside the window = %+v, %v", res, err)
+		}
+		if res, _ := f.svc.SweepKeys(ctx, 100); res.Tombstoned != 0 || res.Deleted != 0 {
+			t.Fatalf("sweep inside the window = %+v, want nothing", res)
+		}
+
+		f.clk.Advance(2 * time.Minute) // past the 1h retention
+		if _, err := f.svc.Create(ctx, "t1", key("life"), input); order.ErrorCode(err) != order.EKeyExpired {
+			t.Fatalf("retry after retention: %v, want EKeyExpired", err)
+		}
+		if res, err := f.svc.SweepKeys(ctx, 100); err != nil || res.Tombstoned != 1 {
+			t.Fatalf("sweep after retention = %+v, %v; want 1 tombstone", res, err)
+		}
+		rec, err := f.st.LookupKey(ctx, "t1", idempotency.HashKey("life"))
+		if err != nil || rec.State != idempotency.StateExpired || rec.StatusCode != 0 || rec.ResourceID != first.Order.ID || rec.Fingerprint != "fp-life" {
+			t.Fatalf("tombstone = %+v, %v; want expired, outcome dropped, fingerprint and resource kept", rec, err)
+		}
+		if _, err := f.svc.Create(ctx, "t1", key("life"), input); order.ErrorCode(err) != order.EKeyExpired {
+			t.Fatalf("retry against the tombstone: %v, want EKeyExpired", err)
+		}
+		if info, err := f.svc.KeyStatus(ctx, "t1", "life"); err != nil || info.State != service.KeyExpired {
+			t.Fatalf("key status = %+v, %v; want expired", info, err)
+		}
+		if n := count(t, f, "cus_1"); n != 1 {
+			t.Fatalf("%d orders, want 1: an expired key must never re-execute", n)
+		}
+
+		f.clk.Advance(2 * time.Hour) // past the tombstone window
+		if res, err := f.svc.SweepKeys(ctx, 100); err != nil || res.Deleted != 1 {
+			t.Fatalf("sweep after the tombstone window = %+v, %v; want 1 deleted", res, err)
+		}
+		if _, err := f.st.LookupKey(ctx, "t1", idempotency.HashKey("life")); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("LookupKey after the tombstone window: %v, want ErrNotFound", err)
+		}
+		if _, err := f.svc.KeyStatus(ctx, "t1", "life"); order.ErrorCode(err) != order.ENotFound {
+			t.Fatalf("key status after deletion: %v, want ENotFound", err)
+		}
+	})
+}
+
+// TestDerivedKeysAreDeletedNotTombstoned: a derived key only absorbs
+// duplicates in its short window; the sweeper deletes it afterwards.
+func TestDerivedKeysAreDeletedNotTombstoned(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		k := idempotency.Key{Value: idempotency.DerivedKey("fp-x"), Derived: true, Fingerprint: "fp-x"}
+		if _, err := f.svc.Create(ctx, "t1", k, input); err != nil {
+			t.Fatal(err)
+		}
+		f.clk.Advance(11 * time.Minute)
+		if res, err := f.svc.SweepKeys(ctx, 100); err != nil || res.Deleted != 1 || res.Tombstoned != 0 {
+			t.Fatalf("sweep = %+v, %v; want the derived key deleted", res, err)
+		}
+		res, err := f.svc.Create(ctx, "t1", k, input)
+		if err != nil || res.Replayed {
+			t.Fatalf("the same order later = %+v, %v; want a new order", res, err)
+		}
+		if n := count(t, f, "cus_1"); n != 2 {
+			t.Fatalf("%d orders, want 2", n)
+		}
+	})
+}
+
+func count(t *testing.T, f *fixture, customer string) int {
+	t.Helper()
+	os, _, err := f.svc.List(context.Background(), "t1", order.Filter{CustomerID: customer, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(os)
+}
