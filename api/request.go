@@ -3,9 +3,11 @@ package api
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -39,9 +41,12 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request, v any, require
 		}
 		return nil, nil
 	}
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return nil, order.Errorf(codeUnsupportedMedia, "the request body must be application/json")
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if cs, ok := params["charset"]; err != nil || mt != "application/json" || (ok && !strings.EqualFold(cs, "utf-8")) {
+		return nil, order.Errorf(codeUnsupportedMedia, "the request body must be application/json in UTF-8")
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, order.Errorf(codeUnsupportedMedia, "request bodies must not be content-encoded (got %q)", ce)
 	}
 	if err := json.Unmarshal(s.dropVolatile(body), v, json.RejectUnknownMembers(true)); err != nil {
 		return nil, order.Errorf(order.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err))
@@ -80,24 +85,51 @@ func (s *server) dropVolatile(body []byte) []byte {
 	return stripped
 }
 
-// jsonReason turns a decoding error into a client-facing reason without Go
-// type names.
+// jsonReason turns a decoding error into a client-facing reason, naming the
+// member by its JSON Pointer (RFC 6901) and never a Go type.
 func jsonReason(err error) string {
-	msg := err.Error()
-	for _, p := range []string{"json: ", "jsontext: "} {
-		msg = strings.TrimPrefix(msg, p)
-	}
-	if i := strings.Index(msg, " into Go "); i >= 0 {
-		rest := msg[i+len(" into Go "):]
-		if j := strings.Index(rest, " within "); j >= 0 {
-			msg = msg[:i] + rest[j:]
-		} else if j := strings.Index(rest, ": "); j >= 0 {
-			msg = msg[:i] + rest[j:]
-		} else {
-			msg = msg[:i]
+	var se *json.SemanticError
+	if errors.As(err, &se) {
+		at := string(se.JSONPointer)
+		switch {
+		case errors.Is(se.Err, json.ErrUnknownName):
+			return fmt.Sprintf("unknown member %s", at)
+		case se.JSONKind != 0 && se.GoType != nil:
+			want := map[reflect.Kind]string{reflect.Int64: "an integer", reflect.String: "a string",
+				reflect.Slice: "an array", reflect.Struct: "an object", reflect.Pointer: "a value"}[se.GoType.Kind()]
+			if want == "" {
+				want = "a different type"
+			}
+			if at == "" {
+				at = "the body"
+			}
+			return fmt.Sprintf("%s must be %s (got %s)", at, want, strings.TrimSpace(se.JSONValue.String()+" "+kindName(se.JSONKind)))
 		}
 	}
-	return msg
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) {
+		msg := strings.TrimPrefix(syn.Error(), "jsontext: ")
+		return msg
+	}
+	return "malformed JSON"
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "(string)"
+	case '0':
+		return "(number)"
+	case '{':
+		return "(object)"
+	case '[':
+		return "(array)"
+	case 't', 'f':
+		return "(boolean)"
+	case 'n':
+		return "(null)"
+	}
+	return ""
 }
 
 // Header field names of the idempotency protocol.
@@ -142,6 +174,12 @@ func (s *server) idempotencyKey(r *http.Request, route string, params map[string
 	k, err := idempotency.ParseKey(values[0])
 	if err != nil {
 		return idempotency.Key{}, err
+	}
+	if strings.HasPrefix(k, "derived:") || strings.HasPrefix(k, "anon:") {
+		// These namespaces are the server's own keys (derived from a
+		// fingerprint, or private); a client key there could shadow them.
+		return idempotency.Key{}, &order.Error{Code: order.EInvalid, Message: "Idempotency-Key must not start with derived: or anon:",
+			Fields: []order.FieldError{{Field: headerKey, Reason: "uses a namespace reserved by the server"}}}
 	}
 	return idempotency.Key{Value: k, Fingerprint: fp}, nil
 }

@@ -62,7 +62,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		s.keys[sha256.Sum256([]byte(k))] = tenant
 	}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.logRequests, s.recoverer)
+	r.Use(middleware.RequestID, s.logRequests, s.recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, order.Errorf(order.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -194,6 +194,9 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := order.Filter{State: order.State(q.Get("state")), CustomerID: q.Get("customer_id")}
 	var fe []order.FieldError
+	if !order.ValidFilterText(f.CustomerID) {
+		fe = append(fe, order.FieldError{Field: "customer_id", Reason: "must be UTF-8 text without control characters"})
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
@@ -203,7 +206,7 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("cursor"); v != "" {
 		id, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || !strings.HasPrefix(string(id), order.IDPrefix) {
+		if err != nil || !order.ValidID(string(id)) {
 			fe = append(fe, order.FieldError{Field: "cursor", Reason: "is not a cursor this API returned"})
 		}
 		f.After = string(id)
@@ -227,13 +230,38 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// payBody is the body of a pay request; pointers tell a missing member
+// (400) from a wrong one (422 mismatch).
+type payBody struct {
+	Amount        *int64  `json:"amount"`
+	Currency      *string `json:"currency"`
+	PaymentMethod string  `json:"payment_method"`
+}
+
 func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
-	var in service.PayInput
-	body, err := s.readBody(w, r, &in, true)
+	var pb payBody
+	body, err := s.readBody(w, r, &pb, true)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
+	var fe []order.FieldError
+	if pb.Amount == nil {
+		fe = append(fe, order.FieldError{Field: "amount", Reason: "is required (minor currency units)"})
+	}
+	if pb.Currency == nil {
+		fe = append(fe, order.FieldError{Field: "currency", Reason: "is required"})
+	} else if reason := order.CurrencyReason(*pb.Currency); reason != "" {
+		fe = append(fe, order.FieldError{Field: "currency", Reason: reason})
+	}
+	if reason := paymentMethodReason(pb.PaymentMethod); reason != "" {
+		fe = append(fe, order.FieldError{Field: "payment_method", Reason: reason})
+	}
+	if len(fe) > 0 {
+		writeError(w, r, s.log, &order.Error{Code: order.EInvalid, Message: "the payment has invalid fields", Fields: fe})
+		return
+	}
+	in := service.PayInput{Amount: *pb.Amount, Currency: *pb.Currency, PaymentMethod: pb.PaymentMethod}
 	id := chi.URLParam(r, "id")
 	key, err := s.idempotencyKey(r, "/v1/orders/{id}/pay", map[string]string{"id": id}, body)
 	if err != nil {
@@ -262,6 +290,9 @@ func (s *server) emptyBodyEvent(w http.ResponseWriter, r *http.Request, route st
 		writeError(w, r, s.log, err)
 		return
 	}
+	if body == nil {
+		body = []byte("{}") // no body and {} are the same request
+	}
 	id := chi.URLParam(r, "id")
 	key, err := s.idempotencyKey(r, route, map[string]string{"id": id}, body)
 	if err != nil {
@@ -270,6 +301,19 @@ func (s *server) emptyBodyEvent(w http.ResponseWriter, r *http.Request, route st
 	}
 	res, err := do(r.Context(), s.call(r, id, key))
 	s.respond(w, r, res, err)
+}
+
+// paymentMethodReason says what is wrong with a payment method id, or "".
+func paymentMethodReason(pm string) string {
+	switch {
+	case pm == "":
+		return "is required"
+	case len(pm) > 255:
+		return "must be at most 255 bytes"
+	case !order.ValidFilterText(pm):
+		return "must be UTF-8 text without control characters"
+	}
+	return ""
 }
 
 // call assembles a service call on order id from the request.

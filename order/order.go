@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"golang.org/x/text/currency"
@@ -17,6 +19,11 @@ const (
 	MaxSKULength     = 64
 	MaxCustomerIDLen = 255
 	MaxQuantity      = 1_000_000
+	// MaxAmount bounds unit prices and order amounts (minor units): 2^53-1,
+	// the largest integer every JSON implementation represents exactly
+	// (RFC 7493 §2.2), so a request fingerprint (RFC 8785 numbers are IEEE
+	// 754 doubles) never confuses two different amounts.
+	MaxAmount = 1<<53 - 1
 )
 
 // IDPrefix starts every order id.
@@ -69,16 +76,12 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 	var fe []FieldError
 	bad := func(field, reason string) { fe = append(fe, FieldError{Field: field, Reason: reason}) }
 
-	if in.CustomerID == "" {
-		bad("customer_id", "is required")
-	} else if len(in.CustomerID) > MaxCustomerIDLen {
-		bad("customer_id", fmt.Sprintf("must be at most %d bytes", MaxCustomerIDLen))
+	if reason := textReason(in.CustomerID, MaxCustomerIDLen); reason != "" {
+		bad("customer_id", reason)
 	}
 	cur := in.Currency
-	if cur == "" {
-		bad("currency", "is required")
-	} else if u, err := currency.ParseISO(cur); err != nil || u.String() != cur {
-		bad("currency", "must be an ISO 4217 alphabetic code in upper case, such as USD")
+	if reason := CurrencyReason(cur); reason != "" {
+		bad("currency", reason)
 	}
 	switch {
 	case len(in.Items) == 0:
@@ -90,18 +93,16 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 	overflow := false
 	for i, it := range in.Items {
 		p := fmt.Sprintf("items[%d]", i)
-		if it.SKU == "" {
-			bad(p+".sku", "is required")
-		} else if len(it.SKU) > MaxSKULength {
-			bad(p+".sku", fmt.Sprintf("must be at most %d bytes", MaxSKULength))
+		if reason := textReason(it.SKU, MaxSKULength); reason != "" {
+			bad(p+".sku", reason)
 		}
 		if it.Quantity < 1 || it.Quantity > MaxQuantity {
 			bad(p+".quantity", fmt.Sprintf("must be between 1 and %d", MaxQuantity))
 		}
-		if it.UnitPrice < 0 {
-			bad(p+".unit_price", "must be zero or more (minor currency units)")
+		if it.UnitPrice < 0 || it.UnitPrice > MaxAmount {
+			bad(p+".unit_price", "must be from 0 to 2^53-1 (minor currency units)")
 		}
-		if it.Quantity >= 1 && it.UnitPrice >= 0 && !overflow {
+		if it.Quantity >= 1 && it.Quantity <= MaxQuantity && it.UnitPrice >= 0 && it.UnitPrice <= MaxAmount && !overflow {
 			if it.UnitPrice != 0 && it.Quantity > math.MaxInt64/it.UnitPrice {
 				overflow = true
 			} else if line := it.Quantity * it.UnitPrice; amount > math.MaxInt64-line {
@@ -111,8 +112,8 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 			}
 		}
 	}
-	if overflow {
-		bad("amount", "the sum of quantity*unit_price overflows a 64-bit integer")
+	if overflow || amount > MaxAmount {
+		bad("amount", "the sum of quantity*unit_price exceeds 2^53-1 minor units")
 	}
 	if len(fe) > 0 {
 		return Order{}, &Error{Code: EInvalid, Message: "the order has invalid fields", Fields: fe}
@@ -130,6 +131,58 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 		Version:    1,
 		CreatedAt:  now.UTC().Truncate(time.Microsecond),
 	}, nil
+}
+
+// textReason says what is wrong with a required text field of at most max
+// bytes, or "" if nothing: it must be valid UTF-8, not blank, and free of
+// control characters (NUL included).
+func textReason(v string, max int) string {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return "is required"
+	case len(v) > max:
+		return fmt.Sprintf("must be at most %d bytes", max)
+	case !utf8.ValidString(v):
+		return "must be valid UTF-8"
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+// CurrencyReason says what is wrong with an ISO 4217 currency code, or ""
+// if nothing. Codes are upper case; the X-codes for funds, metals and
+// testing (XAU, XTS, XXX, …) are not currencies an order can be in.
+func CurrencyReason(c string) string {
+	if c == "" {
+		return "is required"
+	}
+	u, err := currency.ParseISO(c)
+	if err != nil || u.String() != c || strings.HasPrefix(c, "X") {
+		return "must be an ISO 4217 currency code in upper case, such as USD"
+	}
+	return ""
+}
+
+// ValidID reports whether id has the shape of an order id: IDPrefix and 32
+// lower-case hex digits.
+func ValidID(id string) bool {
+	hex, ok := strings.CutPrefix(id, IDPrefix)
+	if !ok || len(hex) != 32 {
+		return false
+	}
+	for _, c := range hex {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidFilterText reports whether a filter value (such as a customer id in
+// a list query) is text a stored field could hold.
+func ValidFilterText(v string) bool {
+	return utf8.ValidString(v) && strings.IndexFunc(v, unicode.IsControl) < 0
 }
 
 // Apply returns o moved to state to by event at time at: Version increases by

@@ -53,10 +53,17 @@ func TestNewListsEveryInvalidField(t *testing.T) {
 		{"unknown currency", order.NewOrderInput{CustomerID: "c", Currency: "XYZ", Items: []order.Item{{SKU: "a", Quantity: 1}}}, []string{"currency"}},
 		{"bad items", order.NewOrderInput{CustomerID: "c", Currency: "USD", Items: []order.Item{{Quantity: 0, UnitPrice: -1}}},
 			[]string{"items[0].sku", "items[0].quantity", "items[0].unit_price"}},
-		{"overflow", order.NewOrderInput{CustomerID: "c", Currency: "USD", Items: []order.Item{
-			{SKU: "a", Quantity: 2, UnitPrice: math.MaxInt64 / 2}, {SKU: "b", Quantity: 1, UnitPrice: 2}}}, []string{"amount"}},
-		{"line overflow", order.NewOrderInput{CustomerID: "c", Currency: "USD", Items: []order.Item{
-			{SKU: "a", Quantity: order.MaxQuantity, UnitPrice: math.MaxInt64 / 1000}}}, []string{"amount"}},
+		{"amount over 2^53-1", order.NewOrderInput{CustomerID: "c", Currency: "USD", Items: []order.Item{
+			{SKU: "a", Quantity: 2, UnitPrice: order.MaxAmount / 2}, {SKU: "b", Quantity: 1, UnitPrice: 2}}}, []string{"amount"}},
+		{"line overflows int64", order.NewOrderInput{CustomerID: "c", Currency: "USD", Items: []order.Item{
+			{SKU: "a", Quantity: order.MaxQuantity, UnitPrice: order.MaxAmount}}}, []string{"amount"}},
+		{"unit price over 2^53-1", order.NewOrderInput{CustomerID: "c", Currency: "USD", Items: []order.Item{
+			{SKU: "a", Quantity: 1, UnitPrice: math.MaxInt64}}}, []string{"items[0].unit_price"}},
+		{"NUL and invalid UTF-8", order.NewOrderInput{CustomerID: "c\x00x", Currency: "USD", Items: []order.Item{
+			{SKU: "a\xff", Quantity: 1}}}, []string{"customer_id", "items[0].sku"}},
+		{"blank text", order.NewOrderInput{CustomerID: "  ", Currency: "USD", Items: []order.Item{
+			{SKU: "\t", Quantity: 1}}}, []string{"customer_id", "items[0].sku"}},
+		{"testing currency", order.NewOrderInput{CustomerID: "c", Currency: "XTS", Items: []order.Item{{SKU: "a", Quantity: 1}}}, []string{"currency"}},
 		{"too many items", order.NewOrderInput{CustomerID: "c", Currency: "USD", Items: make([]order.Item, order.MaxItems+1)}, nil},
 	}
 	for _, tt := range tests {

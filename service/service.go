@@ -160,6 +160,9 @@ func (s *Service) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
 
 // Get returns the tenant's order id, or ENotFound.
 func (s *Service) Get(ctx context.Context, tenantID, id string) (order.Order, error) {
+	if !order.ValidID(id) {
+		return order.Order{}, notFound(store.ErrNotFound, id)
+	}
 	o, err := s.store.GetOrder(ctx, tenantID, id)
 	return o, notFound(err, id)
 }
@@ -217,19 +220,20 @@ func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.K
 // EKeyInProgress). With wait > 0 (Prefer: wait, RFC 7240 §4.3) it waits up
 // to wait (capped by Config.MaxWait) for an in-progress holder to finish.
 func (s *Service) held(ctx context.Context, key idempotency.Key, h idempotency.Record, now time.Time, wait time.Duration) (Result, error) {
+	keyed := Result{KeyExpiresAt: h.ExpiresAt}
 	if h.Fingerprint != key.Fingerprint {
-		return Result{}, order.Errorf(order.EKeyReused,
+		return keyed, order.Errorf(order.EKeyReused,
 			"this Idempotency-Key was used with a different request; use a new key for a new request")
 	}
 	if h.State == idempotency.StateExpired || (h.State == idempotency.StateCompleted && h.Expired(now)) {
-		return Result{}, order.Errorf(order.EKeyExpired,
+		return keyed, order.Errorf(order.EKeyExpired,
 			"this Idempotency-Key expired at %s; retry with a new key", h.ExpiresAt.Format(time.RFC3339))
 	}
 	if h.State != idempotency.StateCompleted {
 		if wait = min(wait, s.cfg.MaxWait); wait > 0 {
 			return s.awaitCompletion(ctx, key, h, wait)
 		}
-		return Result{}, order.Errorf(order.EKeyInProgress,
+		return keyed, order.Errorf(order.EKeyInProgress,
 			"a request with this Idempotency-Key is still being processed; retry later with the same key")
 	}
 	return s.replay(ctx, h)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,6 +89,9 @@ type callResult struct {
 //     Release, each fenced by the token, so a worker whose lease was taken
 //     over cannot write.
 func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func(order.Order) error, eff effect) (Result, error) {
+	if !order.ValidID(c.OrderID) {
+		return Result{}, notFound(store.ErrNotFound, c.OrderID)
+	}
 	now := s.cfg.Now()
 	key, anonymous := c.Key, c.Key.IsZero()
 	if anonymous {
@@ -316,15 +320,13 @@ func classifyCharge(ch payment.Charge, err error) callResult {
 	case errors.As(err, &decline):
 		return callResult{class: declined, err: order.Errorf(order.EDeclined, "the payment was declined: %s", decline.Code)}
 	case errors.Is(err, payment.ErrIdempotencyKeyReused):
-		return callResult{class: contended, err: order.Errorf(order.EKeyInProgress,
-			"another payment of this order is in progress; retry")}
+		return callResult{class: contended, err: order.Errorf(order.EOrderBusy,
+			"another payment of this order, with other details, is in progress; retry")}
 	case payment.IsUnknownOutcome(err):
 		return callResult{class: unknown, err: unknownErr("payment provider")}
-	case payment.IsRetryable(err):
-		return callResult{class: retryable, err: unavailable("payment provider", err)}
 	default:
-		// A final refusal that is not a decline (invalid request): the
-		// provider acted on nothing; retrying cannot help but is harmless.
+		// Retryable, or a refusal that is not a decline (an invalid
+		// request): the provider acted on nothing, so nothing is stored.
 		return callResult{class: retryable, err: unavailable("payment provider", err)}
 	}
 }
@@ -359,9 +361,12 @@ func classifyShipment(sh fulfillment.Shipment, err error) callResult {
 	case fulfillment.IsRetryable(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return callResult{class: retryable, err: unavailable("warehouse", err)}
 	case errors.Is(err, fulfillment.ErrIdempotencyKeyReused):
-		return callResult{class: contended, err: order.Errorf(order.EKeyInProgress, "another fulfilment of this order is in progress; retry")}
+		return callResult{class: contended, err: order.Errorf(order.EOrderBusy, "another fulfilment of this order is in progress; retry")}
+	case errors.Is(err, fulfillment.ErrOutOfStock):
+		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected,
+			"the warehouse rejected the shipment: an item is out of stock; the order can be cancelled and refunded")}
 	default:
-		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected, "the warehouse rejected the shipment: %v", err)}
+		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected, "the warehouse rejected the shipment")}
 	}
 }
 
@@ -406,7 +411,7 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 	})
 	switch {
 	case err == nil:
-		s.cfg.Logger.Info("a charge captured for a cancelled order is refunded", "order_id", o.ID)
+		s.cfg.Logger.Debug("refund of a charge for a cancelled order ensured", "order_id", o.ID)
 		return nil
 	case errors.Is(err, payment.ErrChargeNotFound):
 		return nil
@@ -420,8 +425,12 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 // moves the version on, so a new payment method gets a new charge.
 func chargeKey(id string, version int64) string { return fmt.Sprintf("%s/pay/%d", id, version) }
 
+// unavailable is the client-facing error of a retryable provider failure;
+// the cause goes to the log, not to the client.
 func unavailable(who string, err error) *order.Error {
-	return &order.Error{Code: order.EUnavailable, Message: fmt.Sprintf("the %s is unavailable: %v", who, err)}
+	slog.Default().Warn("provider call failed", "provider", who, "err", err)
+	return &order.Error{Code: order.EUnavailable, Message: fmt.Sprintf(
+		"the %s is unavailable; nothing was done — retry with the same Idempotency-Key", who)}
 }
 
 func unknownErr(who string) *order.Error {

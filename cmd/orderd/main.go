@@ -110,6 +110,12 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.TombstoneTTL, "idempotency-tombstone-ttl", service.DefaultTombstoneTTL, "how long an expired key's tombstone is kept")
 	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if !strings.Contains(f.Usage, env) {
+			f.Usage += " (env " + env + ")"
+		}
+	})
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ORDERD")); err != nil {
 		return c, err
 	}
@@ -243,7 +249,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	if c.usingDevelopmentKey {
 		log.Warn("DEVELOPMENT API KEY IN USE: no ORDERD_API_KEYS configured; do not expose this server",
-			"tenant", DevTenant, "api_key", DevAPIKey)
+			"tenant", DevTenant)
 		fmt.Fprintf(logOut, "\n  *** DEVELOPMENT MODE: use  Authorization: Bearer %s  (tenant %q) ***\n\n", DevAPIKey, DevTenant)
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "idempotency_policy", string(c.Policy))

@@ -63,7 +63,9 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	}
 	if err != nil {
 		pool.Close()
-		return nil, translate(err)
+		// The cause (host, SQLSTATE) helps an operator; the URL's password
+		// is never part of a pgx error.
+		return nil, fmt.Errorf("postgres: connect and migrate: %w", err)
 	}
 	return &Store{pool: pool}, nil
 }
@@ -382,6 +384,9 @@ func utc(t time.Time) time.Time {
 func translate(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &order.Error{Code: order.EUnavailable, Message: "the request was cancelled or timed out"}
 	}
 	if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
 		return err

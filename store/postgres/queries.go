@@ -171,8 +171,8 @@ const selectKey = `SELECT ` + keyColumns + ` FROM idempotency_keys WHERE tenant_
 
 const selectOrder = `SELECT ` + orderColumns + ` FROM orders WHERE tenant_id = $1 AND id = $2`
 
-// listOrders: $1 tenant, $2 state or '', $3 customer or '', $4 cursor id or
-// '', $5 limit.
+// listOrders: $1 tenant, $2 state or ”, $3 customer or ”, $4 cursor id or
+// ”, $5 limit.
 const listOrders = `
 SELECT ` + orderColumns + ` FROM orders
 WHERE tenant_id = $1

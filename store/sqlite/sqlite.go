@@ -426,6 +426,9 @@ func translate(err error) error {
 		errors.Is(err, store.ErrAttemptInFlight) {
 		return err
 	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &order.Error{Code: order.EUnavailable, Message: "the request was cancelled or timed out"}
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}

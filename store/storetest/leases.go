@@ -243,7 +243,46 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), want)
 	})
 
+	// The same logical call recorded again, by another request with other
+	// values, gets the attempt as stored: it is never overwritten, only a
+	// failed one (the provider did nothing) is re-opened.
 	t.Run("ExistingProviderKeyReturnsStoredAttempt", func(t *testing.T) {
+		t.Parallel()
+		for _, st := range []store.AttemptStatus{
+			store.AttemptPending, store.AttemptUnknown, store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected,
+		} {
+			t.Run(string(st), func(t *testing.T) {
+				t.Parallel()
+				s := open(t)
+				o := newOrder(t, "tenant-a", "cust-1", base)
+				mustCreate(t, s, nil, o)
+				first := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
+				a := newAttempt(o, "charge-1", base)
+				mustRecordAttempt(t, s, first, a)
+				stored := a
+				if st != store.AttemptPending {
+					u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: st, ProviderRef: "ch_1", ErrorCode: "e", At: base.Add(time.Second)}
+					if st == store.AttemptUnknown {
+						mustRelease(t, s, first, idempotency.StateUnknownOutcome, &u)
+					} else {
+						mustComplete(t, s, first, store.Completion{Outcome: outcome(200, o.ID), Attempt: &u})
+					}
+					stored = settledAs(a, u)
+				}
+
+				second := mustAcquire(t, s, newClaim("tenant-a", "pay-2", o.ID, base.Add(time.Minute)))
+				again := newAttempt(o, a.ProviderKey, base.Add(time.Minute))
+				again.Amount, again.PaymentMethod = 1, "pm_other"
+				assertAttempt(t, mustRecordAttempt(t, s, second, again), stored)
+				assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), stored)
+				want := second
+				want.RecoveryPoint, want.AttemptKey = idempotency.RecoveryAttemptRecorded, a.ProviderKey
+				assertRecord(t, mustLookup(t, s, "tenant-a", second.KeyHash), want)
+			})
+		}
+	})
+
+	t.Run("FailedAttemptIsReopened", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
 		o := newOrder(t, "tenant-a", "cust-1", base)
@@ -251,19 +290,110 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 		first := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 		a := newAttempt(o, "charge-1", base)
 		mustRecordAttempt(t, s, first, a)
-		u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Second)}
-		mustComplete(t, s, first, store.Completion{Outcome: outcome(200, o.ID), Attempt: &u})
-		stored := settledAs(a, u)
+		failed := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptFailed, ErrorCode: "rate_limited", At: base.Add(time.Second)}
+		mustRelease(t, s, first, idempotency.StateRetryableFailure, &failed)
 
-		// Another request records the same logical call, with other values.
-		second := mustAcquire(t, s, newClaim("tenant-a", "pay-2", o.ID, base.Add(time.Minute)))
+		// The retry takes the key over and tries again with another card.
+		retry := mustAcquire(t, s, retryAt(first, base.Add(time.Minute)))
 		again := newAttempt(o, a.ProviderKey, base.Add(time.Minute))
-		again.Amount, again.PaymentMethod = 1, "pm_other"
-		assertAttempt(t, mustRecordAttempt(t, s, second, again), stored)
-		assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), stored)
-		want := second
-		want.RecoveryPoint, want.AttemptKey = idempotency.RecoveryAttemptRecorded, a.ProviderKey
-		assertRecord(t, mustLookup(t, s, "tenant-a", second.KeyHash), want)
+		again.PaymentMethod = "pm_card_mastercard"
+		want := a
+		want.Status, want.PaymentMethod, want.ErrorCode, want.UpdatedAt = store.AttemptPending, again.PaymentMethod, "", again.UpdatedAt
+		assertAttempt(t, mustRecordAttempt(t, s, retry, again), want)
+		assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), want)
+	})
+
+	t.Run("StaleOrderVersionConflictsAndWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		o := newOrder(t, "tenant-a", "cust-1", base)
+		mustCreate(t, s, nil, o)
+		paid := o.Apply(order.Paid, base.Add(time.Minute))
+		mustTransition(t, s, paid)
+		r := mustAcquire(t, s, newClaim("tenant-a", "ship-1", o.ID, base.Add(time.Hour)))
+		for _, v := range []int64{1, 3} {
+			a := newAttempt(paid, fmt.Sprintf("ship-v%d", v), base.Add(time.Hour))
+			a.Kind = store.AttemptShipment
+			if _, err := s.RecordAttempt(ctx, store.LeaseOf(r), a, v); !errors.Is(err, store.ErrVersionConflict) {
+				t.Errorf("version %d: RecordAttempt err = %v, want ErrVersionConflict", v, err)
+			}
+			assertNotFound(t, "GetAttempt", getErr(s.GetAttempt(ctx, a.ProviderKey)))
+		}
+		// The recovery point did not move: the transaction rolled back.
+		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), r)
+
+		a := newAttempt(paid, "ship-v2", base.Add(time.Hour))
+		a.Kind = store.AttemptShipment
+		assertAttempt(t, mustRecordAttemptAt(t, s, r, a, paid.Version), a)
+	})
+
+	t.Run("AnotherTenantsOrderIsNotFound", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		o := newOrder(t, "tenant-a", "cust-1", base)
+		mustCreate(t, s, nil, o)
+		r := mustAcquire(t, s, newClaim("tenant-b", "pay-1", o.ID, base))
+		a := newAttempt(o, "charge-1", base)
+		a.TenantID = "tenant-b"
+		if _, err := s.RecordAttempt(ctx, store.LeaseOf(r), a, 1); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("RecordAttempt err = %v, want ErrNotFound", err)
+		}
+		assertNotFound(t, "GetAttempt", getErr(s.GetAttempt(ctx, a.ProviderKey)))
+		assertRecord(t, mustLookup(t, s, "tenant-b", r.KeyHash), r)
+	})
+
+	t.Run("OpenAttemptOnTheOrderIsInFlight", func(t *testing.T) {
+		t.Parallel()
+		for _, st := range []store.AttemptStatus{store.AttemptPending, store.AttemptUnknown} {
+			t.Run(string(st), func(t *testing.T) {
+				t.Parallel()
+				s, ctx := open(t), t.Context()
+				o := newOrder(t, "tenant-a", "cust-1", base)
+				mustCreate(t, s, nil, o)
+				charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
+				a := newAttempt(o, "charge-1", base)
+				mustRecordAttempt(t, s, charge, a)
+				if st == store.AttemptUnknown {
+					mustRelease(t, s, charge, idempotency.StateUnknownOutcome, &store.AttemptUpdate{
+						ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Second),
+					})
+				}
+
+				refund := mustAcquire(t, s, newClaim("tenant-a", "refund-1", o.ID, base.Add(time.Minute)))
+				ra := newAttempt(o, "refund-1", base.Add(time.Minute))
+				ra.Kind = store.AttemptRefund
+				if _, err := s.RecordAttempt(ctx, store.LeaseOf(refund), ra, 1); !errors.Is(err, store.ErrAttemptInFlight) {
+					t.Fatalf("RecordAttempt err = %v, want ErrAttemptInFlight", err)
+				}
+				assertNotFound(t, "GetAttempt of the refused attempt", getErr(s.GetAttempt(ctx, ra.ProviderKey)))
+				assertRecord(t, mustLookup(t, s, "tenant-a", refund.KeyHash), refund)
+				if got := mustGetAttempt(t, s, a.ProviderKey); got.Status != st {
+					t.Errorf("open attempt Status = %s, want %s", got.Status, st)
+				}
+			})
+		}
+	})
+
+	t.Run("SettledAttemptOnTheOrderDoesNotBlock", func(t *testing.T) {
+		t.Parallel()
+		for _, st := range []store.AttemptStatus{store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected, store.AttemptFailed} {
+			t.Run(string(st), func(t *testing.T) {
+				t.Parallel()
+				s := open(t)
+				o := newOrder(t, "tenant-a", "cust-1", base)
+				mustCreate(t, s, nil, o)
+				charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
+				a := newAttempt(o, "charge-1", base)
+				mustRecordAttempt(t, s, charge, a)
+				u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: st, At: base.Add(time.Second)}
+				mustComplete(t, s, charge, store.Completion{Outcome: outcome(200, o.ID), Attempt: &u})
+
+				refund := mustAcquire(t, s, newClaim("tenant-a", "refund-1", o.ID, base.Add(time.Minute)))
+				ra := newAttempt(o, "refund-1", base.Add(time.Minute))
+				ra.Kind = store.AttemptRefund
+				assertAttempt(t, mustRecordAttempt(t, s, refund, ra), ra)
+			})
+		}
 	})
 
 	t.Run("StaleLeaseIsLostAndWritesNothing", func(t *testing.T) {
@@ -426,6 +556,73 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 				assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), settled)
 			})
 		}
+	})
+
+	// Two provider calls on one order never overlap: a transition waits for
+	// another request's open attempt to settle.
+	t.Run("NextIsRefusedWhileAnotherAttemptIsOpen", func(t *testing.T) {
+		t.Parallel()
+		for _, st := range []store.AttemptStatus{store.AttemptPending, store.AttemptUnknown} {
+			t.Run(string(st), func(t *testing.T) {
+				t.Parallel()
+				s, ctx := open(t), t.Context()
+				o := newOrder(t, "tenant-a", "cust-1", base)
+				mustCreate(t, s, nil, o)
+				charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
+				a := newAttempt(o, "charge-1", base)
+				mustRecordAttempt(t, s, charge, a)
+				if st == store.AttemptUnknown {
+					mustRelease(t, s, charge, idempotency.StateUnknownOutcome, &store.AttemptUpdate{
+						ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, At: base.Add(time.Second),
+					})
+				}
+				before := mustGetAttempt(t, s, a.ProviderKey)
+
+				cancel := mustAcquire(t, s, newClaim("tenant-a", "cancel-1", o.ID, base.Add(time.Minute)))
+				cancelled := o.Apply(order.Cancelled, base.Add(time.Minute))
+				other := store.AttemptUpdate{ProviderKey: "refund-x", Status: store.AttemptSucceeded, At: base.Add(time.Minute)}
+				for name, c := range map[string]store.Completion{
+					"WithoutAttempt":     {Outcome: outcome(200, o.ID), Next: &cancelled},
+					"WithAnotherAttempt": {Outcome: outcome(200, o.ID), Next: &cancelled, Attempt: &other},
+				} {
+					if err := s.Complete(ctx, store.LeaseOf(cancel), c); !errors.Is(err, store.ErrAttemptInFlight) {
+						t.Errorf("%s: Complete err = %v, want ErrAttemptInFlight", name, err)
+					}
+				}
+				// Nothing written: the order, the key and the attempt are as before.
+				assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
+				assertRecord(t, mustLookup(t, s, "tenant-a", cancel.KeyHash), cancel)
+				assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), before)
+
+				// Once the attempt is settled, the transition goes through.
+				settler := charge
+				if st == store.AttemptUnknown {
+					got, err := s.TakeOverAbandoned(ctx, base.Add(time.Minute), base.Add(time.Minute+leaseFor), 10)
+					if err != nil || len(got) != 1 {
+						t.Fatalf("TakeOverAbandoned = %d records, %v; want the charge's key", len(got), err)
+					}
+					settler = got[0]
+				}
+				mustComplete(t, s, settler, store.Completion{Outcome: idempotency.Record{
+					StatusCode: 402, ResourceID: o.ID, ErrorCode: order.EDeclined, ErrorDetail: "declined",
+				}, Attempt: &store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptDeclined, At: base.Add(time.Minute)}})
+				mustComplete(t, s, cancel, store.Completion{Outcome: outcome(200, o.ID), Next: &cancelled})
+				assertOrder(t, mustGet(t, s, "tenant-a", o.ID), cancelled)
+			})
+		}
+	})
+
+	t.Run("WithoutNextOpenAttemptsDoNotMatter", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		o := newOrder(t, "tenant-a", "cust-1", base)
+		mustCreate(t, s, nil, o)
+		charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
+		mustRecordAttempt(t, s, charge, newAttempt(o, "charge-1", base))
+		other := mustAcquire(t, s, newClaim("tenant-a", "cancel-1", o.ID, base.Add(time.Minute)))
+		out := idempotency.Record{StatusCode: 409, ResourceID: o.ID, ErrorCode: order.EInvalidTransition, ErrorDetail: "busy"}
+		mustComplete(t, s, other, store.Completion{Outcome: out})
+		assertRecord(t, mustLookup(t, s, "tenant-a", other.KeyHash), completedAs(other, out))
 	})
 
 	t.Run("StaleLeaseIsLostAndWritesNothing", func(t *testing.T) {

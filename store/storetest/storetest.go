@@ -107,21 +107,21 @@ func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("WithoutKeyRoundTripsEveryField", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
-		// Items keep their order; a free item and a price above 2^53 (lost by
-		// any float64 detour through JSON) survive.
+		// Items keep their order; a free item and the largest amount an order
+		// may have (order.MaxAmount, 2^53-1) survive.
 		o, err := order.New("tenant-a", order.NewOrderInput{
 			CustomerID: "cust-ü-1",
 			Currency:   "JPY",
 			Items: []order.Item{
 				{SKU: "SKU-ZED", Quantity: 3, UnitPrice: 1250},
 				{SKU: "SKU-FREE", Quantity: 1, UnitPrice: 0},
-				{SKU: "SKU-BIG", Quantity: 1, UnitPrice: 1<<53 + 1},
+				{SKU: "SKU-BIG", Quantity: 1, UnitPrice: order.MaxAmount - 3*1250},
 			},
 		}, base)
 		if err != nil {
 			t.Fatalf("order.New: %v", err)
 		}
-		if o.Amount != 3*1250+1<<53+1 {
+		if o.Amount != order.MaxAmount {
 			t.Fatalf("fixture: Amount = %d", o.Amount)
 		}
 		mustCreate(t, s, nil, o)
@@ -673,6 +673,95 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 				want = completedAs(r, outcome(200, o.ID))
 			}
 			assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), want)
+		}
+	})
+
+	t.Run("AttemptsOnOneOrderNeverOverlap", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		const workers = 20
+		o := newOrder(t, "tenant-a", "cust-1", base)
+		mustCreate(t, s, nil, o)
+		leased := make([]idempotency.Record, workers)
+		attempts := make([]store.Attempt, workers)
+		for i := range workers {
+			leased[i] = mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("key-%d", i), o.ID, base))
+			attempts[i] = newAttempt(o, fmt.Sprintf("attempt-%d", i), base)
+		}
+		out := raceAll(workers, func(i int) error {
+			_, err := s.RecordAttempt(ctx, store.LeaseOf(leased[i]), attempts[i], 1)
+			return err
+		})
+		w := -1
+		for i, err := range out {
+			switch {
+			case err == nil && w >= 0:
+				t.Errorf("goroutines %d and %d both recorded an attempt on the order", w, i)
+			case err == nil:
+				w = i
+			case !errors.Is(err, store.ErrAttemptInFlight):
+				t.Errorf("goroutine %d: RecordAttempt err = %v, want ErrAttemptInFlight", i, err)
+			}
+		}
+		if w < 0 {
+			t.Fatal("no goroutine recorded its attempt")
+		}
+		for i, a := range attempts {
+			if i == w {
+				assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), a)
+				continue
+			}
+			assertNotFound(t, fmt.Sprintf("loser %d's attempt", i), getErr(s.GetAttempt(ctx, a.ProviderKey)))
+			assertRecord(t, mustLookup(t, s, "tenant-a", leased[i].KeyHash), leased[i])
+		}
+	})
+
+	// An attempt checks the order's version and a transition checks for open
+	// attempts; racing, exactly one of the two wins on every order.
+	t.Run("AttemptAndTransitionOnOneOrderNeverBothWin", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		const orders = 20
+		type pair struct {
+			o              order.Order
+			charge, cancel idempotency.Record
+			attempt        store.Attempt
+			cancelled      order.Order
+		}
+		pairs := make([]pair, orders)
+		for i := range pairs {
+			o := newOrder(t, "tenant-a", "cust-1", base)
+			mustCreate(t, s, nil, o)
+			pairs[i] = pair{
+				o:         o,
+				charge:    mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("pay-%d", i), o.ID, base)),
+				cancel:    mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("cancel-%d", i), o.ID, base)),
+				attempt:   newAttempt(o, fmt.Sprintf("charge-%d", i), base),
+				cancelled: o.Apply(order.Cancelled, base.Add(time.Second)),
+			}
+		}
+		out := raceAll(2*orders, func(i int) error {
+			p := pairs[i/2]
+			if i%2 == 0 {
+				_, err := s.RecordAttempt(ctx, store.LeaseOf(p.charge), p.attempt, 1)
+				return err
+			}
+			return s.Complete(ctx, store.LeaseOf(p.cancel), store.Completion{Outcome: outcome(200, p.o.ID), Next: &p.cancelled})
+		})
+		for i, p := range pairs {
+			attemptErr, cancelErr := out[2*i], out[2*i+1]
+			switch {
+			case attemptErr == nil && errors.Is(cancelErr, store.ErrAttemptInFlight):
+				assertOrder(t, mustGet(t, s, "tenant-a", p.o.ID), p.o)
+				assertAttempt(t, mustGetAttempt(t, s, p.attempt.ProviderKey), p.attempt)
+				assertRecord(t, mustLookup(t, s, "tenant-a", p.cancel.KeyHash), p.cancel)
+			case cancelErr == nil && errors.Is(attemptErr, store.ErrVersionConflict):
+				assertOrder(t, mustGet(t, s, "tenant-a", p.o.ID), p.cancelled)
+				assertNotFound(t, "GetAttempt", getErr(s.GetAttempt(ctx, p.attempt.ProviderKey)))
+				assertRecord(t, mustLookup(t, s, "tenant-a", p.charge.KeyHash), p.charge)
+			default:
+				t.Errorf("order %d: RecordAttempt = %v, Complete = %v; want exactly one to win", i, attemptErr, cancelErr)
+			}
 		}
 	})
 

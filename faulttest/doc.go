@@ -1,0 +1,17 @@
+// Package faulttest runs Orderly's promise — "a client may retry anything,
+// and money moves once" — against real processes: paysim (the simulated
+// payment provider, with its durable ledger) and orderd on PostgreSQL,
+// talking over loopback HTTP.
+//
+// Its tests inject one fault at a time (provider latency, a 503, a
+// timeout, a committed charge whose reply is dropped, orderd killed between
+// the provider call and the post-call write, a decline and, when
+// ORDERLY_FAULT_PG_RESTART=1, a PostgreSQL restart) and check, for each, the
+// paysim ledger (at most one capture per order, reconciled with orderd's
+// provider attempts), that every order ends PAID or RCVD with a stored
+// decline once the completer has run, and that a retry with the same
+// Idempotency-Key returns the final result as a replay. A fault-matrix
+// summary is logged at the end; any anomaly fails the run.
+//
+// The package holds no production code: everything else is in its tests.
+package faulttest
