@@ -1,28 +1,21 @@
 package fulfillment
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
-	"strings"
-	"sync/atomic"
 	"time"
 
+	"github.com/orderly/orderly/internal/provhttp"
 	"github.com/orderly/orderly/order"
 )
 
 // DefaultHTTPTimeout is the per-call timeout of an HTTPWarehouse without
 // WithTimeout.
 const DefaultHTTPTimeout = 5 * time.Second
-
-// maxResponseBytes bounds the warehouse's answers.
-const maxResponseBytes = 1 << 20
 
 // HTTPWarehouse is a Warehouse that talks to a warehouse over HTTP, such as
 // paysim: POST /v1/shipments with an Idempotency-Key header, GET
@@ -54,7 +47,8 @@ const maxResponseBytes = 1 << 20
 // every failure is reported to the caller. An HTTPWarehouse is safe for
 // concurrent use.
 type HTTPWarehouse struct {
-	base    string
+	c *provhttp.Client
+	// Set by the options, then handed to c.
 	client  *http.Client
 	timeout time.Duration
 }
@@ -88,20 +82,15 @@ func WithHTTPClient(c *http.Client) HTTPOption {
 // NewHTTPWarehouse returns a Warehouse for the warehouse at baseURL, an http
 // or https URL such as "http://127.0.0.1:8090".
 func NewHTTPWarehouse(baseURL string, opts ...HTTPOption) (*HTTPWarehouse, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("fulfillment: warehouse URL %q must be an http:// or https:// URL", baseURL)
-	}
-	w := &HTTPWarehouse{
-		base:    strings.TrimSuffix(baseURL, "/"),
-		timeout: DefaultHTTPTimeout,
-		client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		}},
-	}
+	w := &HTTPWarehouse{timeout: DefaultHTTPTimeout}
 	for _, o := range opts {
 		o(w)
 	}
+	c, err := provhttp.New(baseURL, w.timeout, w.client)
+	if err != nil {
+		return nil, fmt.Errorf("fulfillment: warehouse %w", err) // "fulfillment: warehouse URL ... must be"
+	}
+	w.c = c
 	return w, nil
 }
 
@@ -145,61 +134,23 @@ func (w *HTTPWarehouse) Lookup(ctx context.Context, idempotencyKey string) (Ship
 }
 
 // answer is the warehouse's reply to one call.
-type answer struct {
-	status  int
-	body    []byte
-	readErr error // reading body failed
-}
+type answer provhttp.Answer
 
 // call sends one request and returns the answer, or the classified error of
 // a call that got none (see HTTPWarehouse).
 func (w *HTTPWarehouse) call(ctx context.Context, method, path, key string, body any) (answer, error) {
-	if err := ctx.Err(); err != nil {
-		return answer{}, &WarehouseError{Retryable: true, Err: err}
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return answer{}, &WarehouseError{Err: err}
-		}
-		rd = bytes.NewReader(b)
-	}
-	cctx, cancel := context.WithTimeout(ctx, w.timeout)
-	defer cancel()
-	var wrote atomic.Bool
-	cctx = httptrace.WithClientTrace(cctx, &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	})
-	req, err := http.NewRequestWithContext(cctx, method, w.base+path, rd)
-	if err != nil {
+	a, err := w.c.Do(ctx, method, path, key, body)
+	var se *provhttp.SendError
+	switch {
+	case err == nil:
+		return answer(a), nil
+	case !errors.As(err, &se):
 		return answer{}, &WarehouseError{Err: err}
+	case se.Sent && method != http.MethodGet:
+		return answer{}, unknownOutcome(se.Err)
+	default:
+		return answer{}, &WarehouseError{Retryable: true, Err: se.Err}
 	}
-	// Without GetBody the transport never resends the request on its own
-	// (it would for a request with an Idempotency-Key on a reused
-	// connection), so every dropped answer is reported.
-	req.GetBody = nil
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := w.client.Do(req)
-	if err != nil {
-		if !wrote.Load() || method == http.MethodGet {
-			return answer{}, &WarehouseError{Retryable: true, Err: err}
-		}
-		return answer{}, unknownOutcome(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	return answer{status: resp.StatusCode, body: b, readErr: err}, nil
 }
 
 // result classifies a, decoding a 2xx into v. effect says whether the call
@@ -207,19 +158,19 @@ func (w *HTTPWarehouse) call(ctx context.Context, method, path, key string, body
 // unknown); notFound, if not nil, is wrapped by the error of a 404.
 func (a answer) result(v any, effect bool, notFound error) error {
 	var e wireError
-	_ = json.Unmarshal(a.body, &e)
-	detail := fmt.Sprintf("warehouse answered %d", a.status)
+	_ = json.Unmarshal(a.Body, &e)
+	detail := fmt.Sprintf("warehouse answered %d", a.Status)
 	if e.Error.Type != "" {
 		detail += " " + e.Error.Type
 	}
 	if e.Error.Message != "" {
 		detail += ": " + e.Error.Message
 	}
-	switch s := a.status; {
+	switch s := a.Status; {
 	case s >= 200 && s < 300:
-		err := a.readErr
+		err := a.ReadErr
 		if err == nil {
-			err = json.Unmarshal(a.body, v)
+			err = json.Unmarshal(a.Body, v)
 		}
 		if err == nil {
 			return nil

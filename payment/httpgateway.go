@@ -1,26 +1,20 @@
 package payment
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
-	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/orderly/orderly/internal/provhttp"
 )
 
 // DefaultHTTPTimeout is the per-call timeout of an HTTPGateway without
 // WithTimeout.
 const DefaultHTTPTimeout = 5 * time.Second
-
-// maxResponseBytes bounds the provider's answers.
-const maxResponseBytes = 1 << 20
 
 // HTTPGateway is a Gateway that talks to a Stripe-like provider over HTTP,
 // such as paysim: POST /v1/charges and /v1/refunds with an Idempotency-Key
@@ -52,7 +46,8 @@ const maxResponseBytes = 1 << 20
 // failure is reported to the caller. An HTTPGateway is safe for concurrent
 // use.
 type HTTPGateway struct {
-	base    string
+	c *provhttp.Client
+	// Set by the options, then handed to c.
 	client  *http.Client
 	timeout time.Duration
 }
@@ -86,20 +81,15 @@ func WithHTTPClient(c *http.Client) HTTPOption {
 // NewHTTPGateway returns a Gateway for the provider at baseURL, an http or
 // https URL such as "http://127.0.0.1:8090".
 func NewHTTPGateway(baseURL string, opts ...HTTPOption) (*HTTPGateway, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("payment: provider URL %q must be an http:// or https:// URL", baseURL)
-	}
-	g := &HTTPGateway{
-		base:    strings.TrimSuffix(baseURL, "/"),
-		timeout: DefaultHTTPTimeout,
-		client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		}},
-	}
+	g := &HTTPGateway{timeout: DefaultHTTPTimeout}
 	for _, o := range opts {
 		o(g)
 	}
+	c, err := provhttp.New(baseURL, g.timeout, g.client)
+	if err != nil {
+		return nil, fmt.Errorf("payment: provider %w", err) // "payment: provider URL ... must be"
+	}
+	g.c = c
 	return g, nil
 }
 
@@ -156,61 +146,23 @@ func (g *HTTPGateway) Lookup(ctx context.Context, idempotencyKey string) (Charge
 }
 
 // answer is the provider's reply to one call.
-type answer struct {
-	status  int
-	body    []byte
-	readErr error // reading body failed
-}
+type answer provhttp.Answer
 
 // call sends one request and returns the answer, or the classified error of
 // a call that got none (see HTTPGateway).
 func (g *HTTPGateway) call(ctx context.Context, method, path, key string, body any) (answer, error) {
-	if ctx.Err() != nil {
-		return answer{}, cancelled(ctx)
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return answer{}, &ProviderError{Err: err}
-		}
-		rd = bytes.NewReader(b)
-	}
-	cctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	var wrote atomic.Bool
-	cctx = httptrace.WithClientTrace(cctx, &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	})
-	req, err := http.NewRequestWithContext(cctx, method, g.base+path, rd)
-	if err != nil {
+	a, err := g.c.Do(ctx, method, path, key, body)
+	var se *provhttp.SendError
+	switch {
+	case err == nil:
+		return answer(a), nil
+	case !errors.As(err, &se):
 		return answer{}, &ProviderError{Err: err}
+	case se.Sent && method != http.MethodGet:
+		return answer{}, unknownOutcome(se.Err)
+	default:
+		return answer{}, &ProviderError{Retryable: true, Err: se.Err}
 	}
-	// Without GetBody the transport never resends the request on its own
-	// (it would for a request with an Idempotency-Key on a reused
-	// connection), so every dropped answer is reported.
-	req.GetBody = nil
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := g.client.Do(req)
-	if err != nil {
-		if !wrote.Load() || method == http.MethodGet {
-			return answer{}, &ProviderError{Retryable: true, Err: err}
-		}
-		return answer{}, unknownOutcome(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	return answer{status: resp.StatusCode, body: b, readErr: err}, nil
 }
 
 // result classifies a, decoding a 2xx into v. effect says whether the call
@@ -218,19 +170,19 @@ func (g *HTTPGateway) call(ctx context.Context, method, path, key string, body a
 // unknown); notFound, if not nil, is wrapped by the error of a 404.
 func (a answer) result(v any, effect bool, notFound error) error {
 	var e wireError
-	_ = json.Unmarshal(a.body, &e)
-	detail := fmt.Sprintf("provider answered %d", a.status)
+	_ = json.Unmarshal(a.Body, &e)
+	detail := fmt.Sprintf("provider answered %d", a.Status)
 	if e.Error.Type != "" {
 		detail += " " + e.Error.Type
 	}
 	if e.Error.Message != "" {
 		detail += ": " + e.Error.Message
 	}
-	switch s := a.status; {
+	switch s := a.Status; {
 	case s >= 200 && s < 300:
-		err := a.readErr
+		err := a.ReadErr
 		if err == nil {
-			err = json.Unmarshal(a.body, v)
+			err = json.Unmarshal(a.Body, v)
 		}
 		if err == nil {
 			return nil

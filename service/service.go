@@ -17,14 +17,20 @@
 //
 // # Transitions
 //
-// Pay, Fulfill and Cancel read the order, let the statemachine decide, call
-// the provider (with a provider-side key derived from the order, so a
-// logical charge or shipment happens once however often it is attempted),
-// then write the decision as a compare-and-set. A decline moves the order's
-// version on (state unchanged), so a later pay is a new logical charge. A lost race re-reads and
-// decides again, which yields the no-op or the invalid-transition error,
-// never a double effect. A charge captured for an order that a racing
-// cancel won is refunded.
+// Pay, Fulfill and Cancel hold their key under a lease and run in three
+// phases (see leased): claim and record the provider attempt; call the
+// provider with no transaction open, with a provider-side key derived from
+// the order so a logical charge, shipment or refund happens once however
+// often it is attempted; then write the decision as a compare-and-set fenced
+// by the lease's token. A lost race re-reads and decides again, which
+// yields the no-op or the invalid-transition error, never a double effect.
+// Provider calls on one order never overlap (store.ErrAttemptInFlight).
+//
+// # Recovery
+//
+// RecoverAbandoned (the completer) finishes requests whose holder vanished
+// or whose provider outcome is unknown, asking the provider first. SweepKeys
+// applies the key lifecycle: retention, tombstone, deletion.
 package service
 
 import (

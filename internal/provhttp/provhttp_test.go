@@ -1,0 +1,276 @@
+package provhttp_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orderly/orderly/internal/provhttp"
+)
+
+// server is an httptest.Server that counts the requests it reads.
+type server struct {
+	*httptest.Server
+	n atomic.Int32
+}
+
+// serve runs h behind a counting loopback server until the test ends.
+func serve(t *testing.T, h http.HandlerFunc) *server {
+	t.Helper()
+	s := &server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.n.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *server) requests() int { return int(s.n.Load()) }
+
+func newClient(t *testing.T, url string, timeout time.Duration) *provhttp.Client {
+	t.Helper()
+	c, err := provhttp.New(url, timeout, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// hangUp reads the whole request, then closes the connection without an
+// answer.
+func hangUp(t *testing.T, w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		t.Errorf("Hijack: %v", err)
+		return
+	}
+	conn.Close()
+}
+
+// sendError returns err's *SendError, failing the test if there is none.
+func sendError(t *testing.T, err error) *provhttp.SendError {
+	t.Helper()
+	var se *provhttp.SendError
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v (%T), want a *SendError", err, err)
+	}
+	return se
+}
+
+func TestNewRejectsBadArguments(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"", "127.0.0.1:8090", "localhost:8090", "ftp://127.0.0.1", "http://", "://x"} {
+		_, err := provhttp.New(u, time.Second, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "URL ") {
+			t.Errorf("New(%q) = %v, want a URL error", u, err)
+		}
+	}
+	for _, d := range []time.Duration{0, -time.Second} {
+		if _, err := provhttp.New("http://127.0.0.1:1", d, nil); err == nil {
+			t.Errorf("New with timeout %s succeeded", d)
+		}
+	}
+}
+
+func TestDoSendsJSONWithTheKey(t *testing.T) {
+	t.Parallel()
+	type seen struct{ method, uri, accept, ctype, key, body string }
+	got := make(chan seen, 2)
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.URL.RequestURI(), r.Header.Get("Accept"), r.Header.Get("Content-Type"), r.Header.Get("Idempotency-Key"), string(b)}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"x"}`)
+	})
+	c := newClient(t, s.URL+"/", time.Second)
+	ctx := context.Background()
+	a, err := c.Do(ctx, http.MethodPost, "/v1/things", "k/1", map[string]int{"n": 1})
+	if err != nil || a.Status != http.StatusCreated || string(a.Body) != `{"id":"x"}` || a.ReadErr != nil {
+		t.Fatalf("Do = %+v, %v", a, err)
+	}
+	want := seen{"POST", "/v1/things", "application/json", "application/json", "k/1", `{"n":1}`}
+	if g := <-got; g != want {
+		t.Errorf("server saw %+v, want %+v", g, want)
+	}
+	if _, err := c.Do(ctx, http.MethodGet, "/v1/things?idempotency_key=k%2F1", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	want = seen{"GET", "/v1/things?idempotency_key=k%2F1", "application/json", "", "", ""}
+	if g := <-got; g != want {
+		t.Errorf("server saw %+v, want %+v", g, want)
+	}
+}
+
+func TestDoClosedListenerIsNotSent(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = newClient(t, "http://"+addr, time.Second).Do(context.Background(), http.MethodPost, "/v1/things", "k", struct{}{})
+	se := sendError(t, err)
+	var oe *net.OpError
+	if se.Sent || !errors.As(err, &oe) || oe.Op != "dial" {
+		t.Errorf("err = %v (sent %v), want a dial error before sending", err, se.Sent)
+	}
+}
+
+func TestDoEndedContextSendsNothing(t *testing.T) {
+	t.Parallel()
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := newClient(t, s.URL, time.Second).Do(ctx, http.MethodPost, "/v1/things", "k", struct{}{})
+	if se := sendError(t, err); se.Sent || se.Err != context.Canceled {
+		t.Errorf("err = %v (sent %v), want context.Canceled before sending", err, se.Sent)
+	}
+	if n := s.requests(); n != 0 {
+		t.Errorf("server read %d requests, want 0", n)
+	}
+}
+
+func TestDoHangUpAfterReadingIsSent(t *testing.T) {
+	t.Parallel()
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) { hangUp(t, w, r) })
+	c := newClient(t, s.URL, 5*time.Second)
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		var body any
+		if method == http.MethodPost {
+			body = struct{}{}
+		}
+		_, err := c.Do(context.Background(), method, "/v1/things", "k", body)
+		if se := sendError(t, err); !se.Sent {
+			t.Errorf("%s: err = %v, want sent", method, err)
+		}
+	}
+}
+
+// A request with a body whose answer is dropped on a reused connection
+// (which net/http would resend by itself for a request with an
+// Idempotency-Key and a GetBody) reaches the server once.
+func TestDoNeverResendsARequestWithABody(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var addrs []string
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		addrs = append(addrs, r.RemoteAddr)
+		mu.Unlock()
+		if r.Method == http.MethodGet {
+			_, _ = io.WriteString(w, `{}`) // keeps the connection for the POST
+			return
+		}
+		hangUp(t, w, r)
+	})
+	c := newClient(t, s.URL, 5*time.Second)
+	ctx := context.Background()
+	if _, err := c.Do(ctx, http.MethodGet, "/warm-up", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Do(ctx, http.MethodPost, "/v1/things", "k", struct{}{})
+	if se := sendError(t, err); !se.Sent {
+		t.Errorf("err = %v, want sent", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(addrs) != 2 || addrs[0] != addrs[1] {
+		t.Errorf("server read requests from %v, want the warm-up and the POST on one connection", addrs)
+	}
+}
+
+func TestDoTimeout(t *testing.T) {
+	t.Parallel()
+	t.Run("awaiting the answer", func(t *testing.T) {
+		t.Parallel()
+		s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body) // then the server notices the hang-up
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		})
+		began := time.Now()
+		_, err := newClient(t, s.URL, 100*time.Millisecond).Do(context.Background(), http.MethodPost, "/v1/things", "k", struct{}{})
+		if se := sendError(t, err); !se.Sent || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v (sent %v), want a deadline after sending", err, se.Sent)
+		}
+		if d := time.Since(began); d > 5*time.Second {
+			t.Errorf("Do took %s with a 100ms timeout", d)
+		}
+	})
+	t.Run("reading the answer", func(t *testing.T) {
+		t.Parallel()
+		s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, `{"id":`)
+			_ = http.NewResponseController(w).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		})
+		a, err := newClient(t, s.URL, 100*time.Millisecond).Do(context.Background(), http.MethodPost, "/v1/things", "k", struct{}{})
+		if err != nil || a.Status != http.StatusOK || string(a.Body) != `{"id":` || !errors.Is(a.ReadErr, context.DeadlineExceeded) {
+			t.Errorf("Do = %+v, %v; want a 200 whose reading hit the deadline", a, err)
+		}
+	})
+}
+
+func TestDoBoundsTheAnswer(t *testing.T) {
+	t.Parallel()
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(make([]byte, provhttp.MaxAnswerBytes+4096))
+	})
+	a, err := newClient(t, s.URL, 5*time.Second).Do(context.Background(), http.MethodGet, "/big", "", nil)
+	if err != nil || a.ReadErr != nil || len(a.Body) != provhttp.MaxAnswerBytes {
+		t.Errorf("Do = %d bytes, %v, %v; want %d bytes", len(a.Body), a.ReadErr, err, provhttp.MaxAnswerBytes)
+	}
+}
+
+func TestDoDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	})
+	a, err := newClient(t, s.URL, 5*time.Second).Do(context.Background(), http.MethodPost, "/v1/things", "k", struct{}{})
+	if err != nil || a.Status != http.StatusFound {
+		t.Errorf("Do = %+v, %v; want the 302 itself", a, err)
+	}
+	if n := s.requests(); n != 1 {
+		t.Errorf("server read %d requests, want 1", n)
+	}
+}
+
+func TestDoUnsendableRequest(t *testing.T) {
+	t.Parallel()
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {})
+	c := newClient(t, s.URL, time.Second)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name, method string
+		body         any
+	}{
+		{"unmarshalable body", http.MethodPost, make(chan int)},
+		{"bad method", "BAD METHOD", nil},
+	} {
+		_, err := c.Do(ctx, tt.method, "/v1/things", "k", tt.body)
+		var se *provhttp.SendError
+		if err == nil || errors.As(err, &se) {
+			t.Errorf("%s: err = %v, want an error that is not a *SendError", tt.name, err)
+		}
+	}
+	if n := s.requests(); n != 0 {
+		t.Errorf("server read %d requests, want 0", n)
+	}
+}
