@@ -49,6 +49,7 @@ func TestFaults(t *testing.T) {
 	t.Run("sigkill/before_provider_commit", func(t *testing.T) { testKillBeforeCommit(t, e) })
 	t.Run("sigkill/after_provider_commit", func(t *testing.T) { testKillAfterCommit(t, e) })
 	t.Run("declines", func(t *testing.T) { testDeclines(t, e) })
+	t.Run("lookup_fails_after_unknown_outcome", func(t *testing.T) { testLookupFailsAfterUnknownOutcome(t, e) })
 	t.Run("postgres_restart", func(t *testing.T) { testPostgresRestart(t, e) })
 
 	// The paysim ledger as a whole: no order anywhere was captured twice.
@@ -274,8 +275,10 @@ func testKillBeforeCommit(t *testing.T, e *env) {
 	fr.track(o.ID, key, paysim.MethodFaultLatency)
 
 	t0 := time.Now()
+	held := e.psa.stats(t).FaultsInjected[paysim.FaultLatency]
 	inflight := payInFlight(fr.api, o.ID, key, paysim.MethodFaultLatency)
-	time.Sleep(500 * time.Millisecond)
+	e.psa.awaitHolding(t, held)
+	time.Sleep(time.Until(t0.Add(500 * time.Millisecond)))
 	if ks, err := fr.api.keyStatus(key); err != nil || ks.State != "in_progress" {
 		t.Errorf("key 500ms into the call = %+v, %v; want in_progress", ks, err)
 	}
@@ -318,8 +321,11 @@ func testKillAfterCommit(t *testing.T, e *env) {
 	key := newKey("kill-b-pay")
 	fr.track(o.ID, key, paysim.MethodFaultLatency)
 
+	t0 := time.Now()
+	held := e.psa.stats(t).FaultsInjected[paysim.FaultLatency]
 	inflight := payInFlight(fr.api, o.ID, key, paysim.MethodFaultLatency)
-	time.Sleep(500 * time.Millisecond)
+	e.psa.awaitHolding(t, held)
+	time.Sleep(time.Until(t0.Add(500 * time.Millisecond)))
 	od1.signal(t, syscall.SIGSTOP)
 	if c := e.psa.awaitCaptures(t, o.ID, 1, 8*time.Second); c != 1 {
 		t.Fatalf("paysim holds %d captures while orderd is frozen, want 1", c)
@@ -412,12 +418,14 @@ func testPostgresRestart(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 
-	const workers, maxOrders = 4, 80
+	const workers, maxOrders = 4, 150
 	var (
 		mu         sync.Mutex
 		issued     int
 		paid       atomic.Int64
+		restartBeg atomic.Int64 // unix nanos
 		restartEnd atomic.Int64 // unix nanos
+		overlap    atomic.Int64 // orders whose create or pay spanned part of the restart
 		failures   []string
 	)
 	type done struct{ id, key string }
@@ -439,6 +447,7 @@ func testPostgresRestart(t *testing.T, e *env) {
 	for range workers {
 		wg.Go(func() {
 			for more() {
+				began := time.Now().UnixNano()
 				ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 				ck, pk := newKey("pg-create"), newKey("pg-pay")
 				res, err := cl.CreateOrder(ctx, order.NewOrderInput{CustomerID: "cus_pg", Currency: "USD",
@@ -464,6 +473,12 @@ func testPostgresRestart(t *testing.T, e *env) {
 					continue
 				}
 				paid.Add(1)
+				// Paced, so that the bounded load spans the restart.
+				ended := time.Now().UnixNano()
+				if b, e := restartBeg.Load(), restartEnd.Load(); b != 0 && ended > b && (e == 0 || began < e) {
+					overlap.Add(1)
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
 		})
 	}
@@ -475,6 +490,7 @@ func testPostgresRestart(t *testing.T, e *env) {
 	paidBefore := paid.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	start := time.Now()
+	restartBeg.Store(start.UnixNano())
 	out, err := exec.CommandContext(ctx, "pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart").CombinedOutput()
 	cancel()
 	restartEnd.Store(time.Now().UnixNano())
@@ -506,7 +522,11 @@ func testPostgresRestart(t *testing.T, e *env) {
 	if !shared.ready() {
 		t.Errorf("the shared orderd's /readyz is not 200 30s after the restart")
 	}
-	fr.row.note = fmt.Sprintf("%d orders, %d paid before the restart, 5xx answers seen: %d", len(results), paidBefore, fr.ct.fivexx.Load())
+	if overlap.Load() == 0 {
+		t.Errorf("no order was in flight during the restart: the test did not exercise it")
+	}
+	fr.row.note = fmt.Sprintf("%d orders, %d paid before the restart, %d in flight across it, %d 5xx answers seen",
+		len(results), paidBefore, overlap.Load(), fr.ct.fivexx.Load())
 	fr.finish()
 }
 

@@ -318,6 +318,21 @@ func (p *paysimAdmin) awaitCaptures(t *testing.T, id string, n int, timeout time
 	return got
 }
 
+// awaitHolding waits, at most 5s, until paysim has started one more
+// latency delay than before (a charge is being held), so a process can be
+// stopped or killed while the call is in flight.
+func (p *paysimAdmin) awaitHolding(t *testing.T, before int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if p.stats(t).FaultsInjected[paysim.FaultLatency] > before {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("paysim did not receive the charge within 5s")
+}
+
 // setFaults replaces paysim's run-level faults.
 func (p *paysimAdmin) setFaults(t *testing.T, f paysim.Faults) {
 	t.Helper()

@@ -50,6 +50,15 @@ func binaries(t *testing.T) string {
 	return binDir
 }
 
+// TestMain removes the built binaries after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 // proc is one running orderd or paysim.
 type proc struct {
 	name string
@@ -171,11 +180,17 @@ func (p *proc) kill(t *testing.T) {
 	}
 }
 
-// tail returns the last n lines of the process's log.
+// tail returns the last n lines of the process's log, without the access
+// log lines of GET requests (the tests' polling).
 func (p *proc) tail(n int) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(p.logs.String(), "\n"), "\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(p.logs.String(), "\n"), "\n") {
+		if !strings.Contains(l, `"msg":"request","method":"GET"`) {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

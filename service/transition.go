@@ -179,6 +179,12 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		r := s.settled(stored)
 		if r.class == 0 {
 			r = eff.call(ctx, stored, o)
+			if stored.Status == store.AttemptUnknown && r.class == retryable {
+				// Asking failed too (the lookup timed out, the provider is
+				// down): the earlier call may still have taken effect, so
+				// the outcome stays unknown and the completer keeps asking.
+				r = callResult{class: unknown, err: r.err}
+			}
 		}
 		upd := &store.AttemptUpdate{ProviderKey: stored.ProviderKey, ProviderRef: r.ref, At: s.cfg.Now()}
 		switch r.class {
@@ -209,7 +215,11 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 			upd.Status = store.AttemptUnknown
 			return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, r.err)
 		case contended:
-			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, r.err)
+			// The provider holds a call under this provider key with other
+			// details: it may have taken effect. Until someone asks, the
+			// outcome is unknown (the completer will ask).
+			upd.Status = store.AttemptUnknown
+			return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, r.err)
 		default:
 			upd.Status = store.AttemptFailed
 			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, upd, r.err)

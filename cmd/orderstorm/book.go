@@ -1,0 +1,267 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/orderly/orderly/client"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+)
+
+// Operation kinds; KindReplay labels latencies of sequence replays.
+const (
+	KindCreate  = "create"
+	KindPay     = "pay"
+	KindFulfill = "fulfill"
+	KindCancel  = "cancel"
+	KindReplay  = "replay"
+)
+
+// Ways a request is sent besides the primary send of a logical operation:
+// the duplicate patterns.
+const (
+	// ViaPrimary is the first send of a logical operation.
+	ViaPrimary = "primary"
+	// ViaDoubleClick is the second of two sends of the same body without a
+	// key, a few milliseconds apart: the server derives one key for both.
+	ViaDoubleClick = "double_click"
+	// ViaParallel is a copy of an operation with the same key sent to
+	// another instance at the same moment.
+	ViaParallel = "parallel_instances"
+	// ViaSequenceReplay re-sends a finished operation with its key.
+	ViaSequenceReplay = "sequence_replay"
+	// ViaReconcile re-sends an operation left without a definitive answer,
+	// with its key, after the storm.
+	ViaReconcile = "reconcile"
+)
+
+// Obs is one call as the harness saw it: the client's whole call, retries
+// included, or one raw send (with its own retries) for keyless requests.
+type Obs struct {
+	Via        string        `json:"via"`
+	Instance   int           `json:"instance"`
+	Status     int           `json:"status"`
+	Code       string        `json:"code,omitempty"`
+	Replayed   bool          `json:"replayed"`
+	ResourceID string        `json:"resource_id,omitempty"`
+	State      string        `json:"state,omitempty"`
+	Definitive bool          `json:"definitive"`
+	Err        string        `json:"err,omitempty"`
+	Attempts   int           `json:"attempts"`
+	Latency    time.Duration `json:"-"`
+	At         time.Time     `json:"-"`
+}
+
+// outcome is what two answers for one key must agree on.
+func (o Obs) outcome() string {
+	if o.Status >= 200 && o.Status < 300 {
+		return fmt.Sprintf("%d %s", o.Status, o.ResourceID)
+	}
+	return fmt.Sprintf("%d %s", o.Status, o.Code)
+}
+
+// stored reports whether the service stores this outcome under the key (and
+// so must replay it): a success or a final error; not a 400 (input rejected)
+// or a 404.
+func (o Obs) stored() bool {
+	return o.Definitive && o.Status != http.StatusBadRequest && o.Status != http.StatusNotFound && o.Status != 0
+}
+
+// Op is one logical operation (or a user's repeat of one with a new key):
+// one key, one body, one or more calls.
+type Op struct {
+	Seq     int
+	Order   *OrderRec
+	Kind    string
+	Keyed   bool   // false: sent without an Idempotency-Key; the server derives one
+	Key     string // the key sent, or the key the server derives
+	KeyHash string // SHA-256 of Key, as idempotency_keys stores it
+	// AltKeyHashes are other hashes the server may derive for a keyless
+	// request: a bodiless request may be fingerprinted as if its body were
+	// {}.
+	AltKeyHashes []string
+	Path         string
+	Body         []byte // nil: no body
+	Create       *order.NewOrderInput
+	Pay          *client.PayInput
+	Repeat       bool  // a repeat with a new key by the user, not a logical op
+	Race         bool  // sent racing another operation on the same order
+	Allowed      []int // definitive statuses that are legal answers
+
+	mu  sync.Mutex
+	obs []Obs
+}
+
+func (op *Op) add(o Obs) {
+	op.mu.Lock()
+	op.obs = append(op.obs, o)
+	op.mu.Unlock()
+	if op.Kind == KindCreate && o.Definitive && o.Status == http.StatusCreated && o.ResourceID != "" {
+		op.Order.setID(o.ResourceID)
+	}
+}
+
+// Observations returns a copy of the calls made so far.
+func (op *Op) Observations() []Obs {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return slices.Clone(op.obs)
+}
+
+// Definitive returns the first definitive answer, if any.
+func (op *Op) Definitive() (Obs, bool) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	for _, o := range op.obs {
+		if o.Definitive {
+			return o, true
+		}
+	}
+	return Obs{}, false
+}
+
+// OrderRec is one logical create and what followed it.
+type OrderRec struct {
+	Seq    int
+	Marker string // the order's customer_id, unique to this logical create
+	Input  order.NewOrderInput
+	Amount int64
+
+	mu  sync.Mutex
+	id  string
+	ops []*Op
+}
+
+func (o *OrderRec) setID(id string) {
+	o.mu.Lock()
+	if o.id == "" {
+		o.id = id
+	}
+	o.mu.Unlock()
+}
+
+// ID is the order id of the first 201 seen ("" if none yet).
+func (o *OrderRec) ID() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.id
+}
+
+// Ops returns the order's operations in the order they were made.
+func (o *OrderRec) Ops() []*Op {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.ops)
+}
+
+// Book holds every order and operation of a run.
+type Book struct {
+	RunID  string
+	Tenant string
+
+	mu     sync.Mutex
+	orders []*OrderRec
+	opSeq  int
+}
+
+// NewBook returns an empty book for run id and tenant.
+func NewBook(runID, tenant string) *Book { return &Book{RunID: runID, Tenant: tenant} }
+
+// MarkerPrefix starts the customer_id of every order of the run.
+func (b *Book) MarkerPrefix() string { return "storm-" + b.RunID + "-" }
+
+// NewOrder records a logical create with sequence number seq.
+func (b *Book) NewOrder(seq int, in order.NewOrderInput) *OrderRec {
+	var amount int64
+	for _, it := range in.Items {
+		amount += it.Quantity * it.UnitPrice
+	}
+	o := &OrderRec{Seq: seq, Marker: in.CustomerID, Input: in, Amount: amount}
+	b.mu.Lock()
+	b.orders = append(b.orders, o)
+	b.mu.Unlock()
+	return o
+}
+
+// Orders returns every order recorded.
+func (b *Book) Orders() []*OrderRec {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.orders)
+}
+
+// AllOps returns every operation recorded.
+func (b *Book) AllOps() []*Op {
+	var out []*Op
+	for _, o := range b.Orders() {
+		out = append(out, o.Ops()...)
+	}
+	return out
+}
+
+// opSpec describes an operation to record with NewOp.
+type opSpec struct {
+	kind    string
+	keyed   bool
+	create  *order.NewOrderInput
+	pay     *client.PayInput
+	repeat  bool
+	race    bool
+	allowed []int
+}
+
+// NewOp records an operation on o. Keyed operations get a key unique to the
+// run; keyless ones get the key the server derives from the fingerprint.
+func (b *Book) NewOp(o *OrderRec, s opSpec) (*Op, error) {
+	b.mu.Lock()
+	b.opSeq++
+	seq := b.opSeq
+	b.mu.Unlock()
+	op := &Op{Seq: seq, Order: o, Kind: s.kind, Keyed: s.keyed, Create: s.create, Pay: s.pay,
+		Repeat: s.repeat, Race: s.race, Allowed: s.allowed}
+	id := o.ID()
+	route, params := "/v1/orders", map[string]string(nil)
+	switch s.kind {
+	case KindCreate:
+		op.Path = "/v1/orders"
+	default:
+		if id == "" {
+			return nil, fmt.Errorf("%s before the order has an id", s.kind)
+		}
+		op.Path = "/v1/orders/" + id + "/" + s.kind
+		route, params = "/v1/orders/{id}/"+s.kind, map[string]string{"id": id}
+	}
+	switch {
+	case s.create != nil:
+		op.Body, _ = json.Marshal(s.create)
+	case s.pay != nil:
+		op.Body, _ = json.Marshal(s.pay)
+	}
+	derive := func(body []byte) (string, error) {
+		fp, err := idempotency.Fingerprinter{}.Fingerprint(idempotency.Request{
+			Method: http.MethodPost, Route: route, PathParams: params, Body: body})
+		return idempotency.DerivedKey(fp), err
+	}
+	if s.keyed {
+		op.Key = fmt.Sprintf("storm-%s-%d-%s-%d", b.RunID, o.Seq, s.kind, seq)
+	} else {
+		var err error
+		if op.Key, err = derive(op.Body); err != nil {
+			return nil, err
+		}
+		if op.Body == nil {
+			alt, _ := derive([]byte("{}"))
+			op.AltKeyHashes = append(op.AltKeyHashes, idempotency.HashKey(alt))
+		}
+	}
+	op.KeyHash = idempotency.HashKey(op.Key)
+	o.mu.Lock()
+	o.ops = append(o.ops, op)
+	o.mu.Unlock()
+	return op, nil
+}

@@ -1,0 +1,526 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // the embedded store's driver, for -database-url sqlite:PATH
+
+	"github.com/orderly/orderly/paysim"
+)
+
+// Anomaly kinds: each is a broken promise found in the database, the
+// provider ledger, or the answers.
+const (
+	AnomalyDuplicateOrder     = "duplicate_order"         // more than one order for one logical create
+	AnomalyLostOrder          = "lost_order"              // an order answered 201 is not in the database
+	AnomalyWrongOrder         = "wrong_order"             // an order answered 201 belongs to another create
+	AnomalyPhantomOrder       = "phantom_order"           // an order of the run that no logical create made
+	AnomalyUnresolved         = "unresolved_operation"    // no definitive answer, even after reconciling
+	AnomalyReplayMismatch     = "replay_mismatch"         // two answers for one key differ
+	AnomalyReplayNotFlagged   = "replay_not_flagged"      // a replayed sequence answered without Idempotency-Replayed
+	AnomalyDoubleExecution    = "double_execution"        // two original (non-replayed) answers for one key
+	AnomalyUnexpectedStatus   = "unexpected_status"       // a definitive answer that is not legal for the operation
+	AnomalyKeyRecord          = "key_record_mismatch"     // idempotency_keys disagrees with the answer
+	AnomalyAckedStateLost     = "acked_state_lost"        // the order left a state an answer acknowledged, illegally
+	AnomalyPhantomTransition  = "phantom_transition"      // the order reached a state no operation asked for
+	AnomalyAttemptNotSettled  = "attempt_not_settled"     // a provider attempt left pending or unknown
+	AnomalyStateAttempts      = "state_attempt_mismatch"  // the order's state disagrees with its provider attempts
+	AnomalyDoubleCapture      = "double_capture"          // the provider captured an order more than once
+	AnomalyDoubleShipment     = "double_shipment"         // the warehouse shipped an order more than once
+	AnomalyRefundNoCapture    = "refund_without_capture"  // more refunds than captures
+	AnomalyStateLedger        = "state_ledger_mismatch"   // the order's state disagrees with the provider ledger
+	AnomalyAttemptLedger      = "attempt_ledger_mismatch" // recorded successful charges differ from ledger captures
+	AnomalyInternalError      = "internal_error_500"      // the service answered 500
+	AnomalyHarnessUnreachable = "check_incomplete"        // a check could not run
+)
+
+// maxExamples bounds the anomalies listed one by one; all are counted.
+const maxExamples = 200
+
+// Anomaly is one broken promise.
+type Anomaly struct {
+	Kind   string `json:"kind"`
+	Ref    string `json:"ref"`
+	Detail string `json:"detail"`
+}
+
+// CheckReport is the checker's verdict and what it looked at.
+type CheckReport struct {
+	Anomalies       []Anomaly      `json:"anomalies"`
+	ByKind          map[string]int `json:"anomalies_by_kind"`
+	Total           int            `json:"anomalies_total"`
+	LogicalCreates  int            `json:"logical_creates"`
+	AckedCreates    int            `json:"acked_creates"`
+	DBOrders        int            `json:"db_orders"`
+	DBStates        map[string]int `json:"db_states"`
+	KeysChecked     int            `json:"keys_checked"`
+	AttemptsChecked int            `json:"attempts_checked"`
+	LedgerChecked   bool           `json:"ledger_checked"`
+	LedgerCaptures  int            `json:"ledger_captures"`
+	LedgerRefunds   int            `json:"ledger_refunds"`
+	LedgerShipments int            `json:"ledger_shipments"`
+	MaxCaptures     int            `json:"max_captures_per_order"`
+}
+
+func (r *CheckReport) add(kind, ref, format string, args ...any) {
+	r.Total++
+	r.ByKind[kind]++
+	if len(r.Anomalies) < maxExamples {
+		r.Anomalies = append(r.Anomalies, Anomaly{Kind: kind, Ref: ref, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+// CheckDB is a read-only handle on the service's database.
+type CheckDB struct {
+	*sql.DB
+	sqlite bool
+}
+
+// OpenCheckDB opens url read-only: a postgres:// URL (through pgx, in a
+// read-only session), or sqlite:PATH for the embedded store's file.
+func OpenCheckDB(url string) (*CheckDB, error) {
+	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+		if err != nil {
+			return nil, err
+		}
+		return &CheckDB{DB: db, sqlite: true}, nil
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("-database-url: %w", err)
+	}
+	cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	cfg.RuntimeParams["application_name"] = "orderstorm-check"
+	return &CheckDB{DB: stdlib.OpenDB(*cfg)}, nil
+}
+
+var dollarParam = regexp.MustCompile(`\$(\d+)`)
+
+// q adapts a query written with $N parameters to the dialect.
+func (d *CheckDB) q(query string) string {
+	if d.sqlite {
+		return dollarParam.ReplaceAllString(query, "?$1")
+	}
+	return query
+}
+
+// Checker verifies the promise from the database and the provider ledger.
+type Checker struct {
+	DB *CheckDB
+	// Ledger is the provider's ledger; nil skips the provider checks.
+	Ledger *paysim.Snapshot
+	// HTTP500 is how many 500 answers the harness received.
+	HTTP500 int64
+	// DerivedTTL is the retention of derived keys; keys of keyless
+	// operations older than it may be swept, so they are not looked up.
+	DerivedTTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+type dbOrder struct {
+	id, marker, state string
+}
+
+type dbKey struct {
+	state    string
+	status   sql.NullInt64
+	resource sql.NullString
+}
+
+// orderLedger is what the provider did for one order.
+type orderLedger struct {
+	captures, refunds, shipments int
+}
+
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// Check runs every invariant over the run's orders.
+func (c *Checker) Check(ctx context.Context, b *Book) (CheckReport, error) {
+	rep := CheckReport{ByKind: map[string]int{}, DBStates: map[string]int{}}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	like := escapeLike(b.MarkerPrefix()) + "%"
+
+	// The run's orders, found by their customer_id marker.
+	byMarker := map[string][]dbOrder{}
+	byID := map[string]dbOrder{}
+	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT id, customer_id, state FROM orders
+		WHERE tenant_id = $1 AND customer_id LIKE $2 ESCAPE '\'`), b.Tenant, like)
+	if err != nil {
+		return rep, fmt.Errorf("reading orders: %w", err)
+	}
+	for rows.Next() {
+		var o dbOrder
+		if err := rows.Scan(&o.id, &o.marker, &o.state); err != nil {
+			rows.Close()
+			return rep, err
+		}
+		byMarker[o.marker] = append(byMarker[o.marker], o)
+		byID[o.id] = o
+		rep.DBOrders++
+		rep.DBStates[o.state]++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return rep, err
+	}
+
+	// Their provider attempts, counted by kind/status.
+	attempts := map[string]map[string]int{}
+	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT a.order_id, a.kind, a.status FROM provider_attempts a
+		JOIN orders o ON o.id = a.order_id
+		WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\'`), b.Tenant, like)
+	if err != nil {
+		return rep, fmt.Errorf("reading provider attempts: %w", err)
+	}
+	for rows.Next() {
+		var id, kind, status string
+		if err := rows.Scan(&id, &kind, &status); err != nil {
+			rows.Close()
+			return rep, err
+		}
+		if attempts[id] == nil {
+			attempts[id] = map[string]int{}
+		}
+		attempts[id][kind+"/"+status]++
+		rep.AttemptsChecked++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return rep, err
+	}
+
+	// Their idempotency keys.
+	keys := map[string]dbKey{}
+	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT k.key_hash, k.state, k.status_code, k.resource_id
+		FROM idempotency_keys k
+		WHERE k.tenant_id = $1 AND k.resource_id IN (
+			SELECT o.id FROM orders o WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\')`), b.Tenant, like)
+	if err != nil {
+		return rep, fmt.Errorf("reading idempotency keys: %w", err)
+	}
+	for rows.Next() {
+		var h string
+		var k dbKey
+		if err := rows.Scan(&h, &k.state, &k.status, &k.resource); err != nil {
+			rows.Close()
+			return rep, err
+		}
+		keys[h] = k
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return rep, err
+	}
+
+	ledger := c.ledgerByOrder(&rep)
+
+	for _, o := range b.Orders() {
+		rep.LogicalCreates++
+		ops := o.Ops()
+		found := byMarker[o.Marker]
+		delete(byMarker, o.Marker)
+		acked := map[string]bool{}
+		if len(ops) > 0 && ops[0].Kind == KindCreate {
+			for _, ob := range ops[0].Observations() {
+				if ob.Definitive && ob.Status == http.StatusCreated && ob.ResourceID != "" {
+					acked[ob.ResourceID] = true
+				}
+			}
+		}
+		if len(acked) > 0 {
+			rep.AckedCreates++
+		}
+		if len(found) > 1 {
+			ids := make([]string, len(found))
+			for i, f := range found {
+				ids[i] = f.id
+			}
+			rep.add(AnomalyDuplicateOrder, o.Marker, "%d orders for one logical create: %s", len(found), strings.Join(ids, ", "))
+		}
+		for id := range acked {
+			switch row, ok := byID[id]; {
+			case !ok:
+				rep.add(AnomalyLostOrder, o.Marker, "order %s was answered 201 but is not in the database", id)
+			case row.marker != o.Marker:
+				rep.add(AnomalyWrongOrder, o.Marker, "order %s was answered 201 but has customer_id %s", id, row.marker)
+			}
+		}
+		for _, op := range ops {
+			c.checkOp(&rep, op, keys, byID, now())
+		}
+		if len(found) == 1 {
+			c.checkState(&rep, o, found[0], ops, attempts[found[0].id], ledger)
+		}
+	}
+	markers := make([]string, 0, len(byMarker))
+	for m := range byMarker {
+		markers = append(markers, m)
+	}
+	sort.Strings(markers)
+	for _, m := range markers {
+		for _, f := range byMarker[m] {
+			rep.add(AnomalyPhantomOrder, m, "order %s (%s) matches no logical create of the run", f.id, f.state)
+		}
+	}
+	if c.HTTP500 > 0 {
+		rep.add(AnomalyInternalError, "-", "the service answered 500 %d times", c.HTTP500)
+	}
+	return rep, nil
+}
+
+// ledgerByOrder indexes the provider ledger by order id.
+func (c *Checker) ledgerByOrder(rep *CheckReport) map[string]*orderLedger {
+	if c.Ledger == nil {
+		return nil
+	}
+	rep.LedgerChecked = true
+	out := map[string]*orderLedger{}
+	get := func(id string) *orderLedger {
+		if out[id] == nil {
+			out[id] = &orderLedger{}
+		}
+		return out[id]
+	}
+	chargeOrder := map[string]string{}
+	for _, ch := range c.Ledger.Charges {
+		chargeOrder[ch.IdempotencyKey] = ch.OrderID
+		if ch.Status != paysim.ChargeFailed {
+			l := get(ch.OrderID)
+			l.captures++
+			rep.LedgerCaptures++
+			rep.MaxCaptures = max(rep.MaxCaptures, l.captures)
+		}
+	}
+	for _, rf := range c.Ledger.Refunds {
+		id, ok := chargeOrder[rf.ChargeKey]
+		if !ok {
+			id = "?" + rf.ChargeKey
+		}
+		get(id).refunds++
+		rep.LedgerRefunds++
+	}
+	for _, sh := range c.Ledger.Shipments {
+		if sh.Status == paysim.ShipmentShipped {
+			get(sh.OrderID).shipments++
+			rep.LedgerShipments++
+		}
+	}
+	return out
+}
+
+// checkOp checks the answers to one operation and its key's record.
+func (c *Checker) checkOp(rep *CheckReport, op *Op, keys map[string]dbKey, byID map[string]dbOrder, now time.Time) {
+	ref := fmt.Sprintf("%s/%s#%d", op.Order.Marker, op.Kind, op.Seq)
+	obs := op.Observations()
+	var first *Obs
+	outcomes := map[string]int{}
+	originals := 0
+	for i := range obs {
+		ob := &obs[i]
+		if !ob.Definitive {
+			continue
+		}
+		if first == nil {
+			first = ob
+		}
+		outcomes[ob.outcome()]++
+		if ob.stored() && !ob.Replayed {
+			originals++
+		}
+		if ob.Via == ViaSequenceReplay && ob.stored() && !ob.Replayed {
+			rep.add(AnomalyReplayNotFlagged, ref, "a replay of the %s sequence was answered %s without Idempotency-Replayed",
+				op.Kind, ob.outcome())
+		}
+	}
+	if first == nil {
+		last := ""
+		if len(obs) > 0 {
+			l := obs[len(obs)-1]
+			last = fmt.Sprintf("; last: status %d %s %s", l.Status, l.Code, l.Err)
+		}
+		rep.add(AnomalyUnresolved, ref, "no definitive answer in %d calls%s", len(obs), last)
+		return
+	}
+	if len(outcomes) > 1 {
+		parts := make([]string, 0, len(outcomes))
+		for k, n := range outcomes {
+			parts = append(parts, fmt.Sprintf("%q×%d", k, n))
+		}
+		sort.Strings(parts)
+		rep.add(AnomalyReplayMismatch, ref, "answers for one key differ: %s (%s)", strings.Join(parts, ", "), describeObs(obs))
+	}
+	if originals > 1 {
+		rep.add(AnomalyDoubleExecution, ref, "%d answers were originals (not replays) for one key (%s)", originals, describeObs(obs))
+	}
+	if !slices.Contains(op.Allowed, first.Status) {
+		rep.add(AnomalyUnexpectedStatus, ref, "answered %d %s; legal: %v", first.Status, first.Code, op.Allowed)
+	}
+	if !first.stored() {
+		return
+	}
+	orderID := op.Order.ID()
+	if _, exists := byID[orderID]; orderID == "" || !exists {
+		return // reported as a lost or unresolved create
+	}
+	if !op.Keyed && c.DerivedTTL > 0 && now.Sub(first.At) > c.DerivedTTL-time.Minute {
+		return // a derived key this old may have been swept
+	}
+	rep.KeysChecked++
+	k, ok := keys[op.KeyHash]
+	for _, h := range op.AltKeyHashes {
+		if !ok {
+			k, ok = keys[h]
+		}
+	}
+	switch {
+	case !ok:
+		rep.add(AnomalyKeyRecord, ref, "answered %s but idempotency_keys has no record of the %s (%s)", first.outcome(), describeKey(op), describeObs(obs))
+	case k.state != "completed":
+		rep.add(AnomalyKeyRecord, ref, "answered %s but the key is %s (%s)", first.outcome(), k.state, describeObs(obs))
+	case int(k.status.Int64) != first.Status:
+		rep.add(AnomalyKeyRecord, ref, "answered %s but the key records status %d (%s)", first.outcome(), k.status.Int64, describeObs(obs))
+	case k.resource.String != orderID:
+		rep.add(AnomalyKeyRecord, ref, "the key records resource %s, not order %s", k.resource.String, orderID)
+	}
+}
+
+func describeKey(op *Op) string {
+	if op.Keyed {
+		return fmt.Sprintf("key %q (hash %s)", op.Key, op.KeyHash[:12])
+	}
+	return fmt.Sprintf("derived key (hash %s)", op.KeyHash[:12])
+}
+
+// describeObs lists the calls of an operation, for anomaly details.
+func describeObs(obs []Obs) string {
+	parts := make([]string, 0, len(obs))
+	for _, o := range obs {
+		s := fmt.Sprintf("%s@%d→%d", o.Via, o.Instance, o.Status)
+		if o.Code != "" {
+			s += " " + o.Code
+		}
+		if o.Replayed {
+			s += " replayed"
+		}
+		if o.Attempts > 1 {
+			s += fmt.Sprintf(" after %d attempts", o.Attempts)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// reachable reports whether an order seen in state from may legally be in
+// state to later.
+func reachable(from, to string) bool {
+	switch from {
+	case "RCVD", "":
+		return true
+	case "PAID":
+		return to == "PAID" || to == "FULFILLED" || to == "CANCELLED"
+	default:
+		return from == to
+	}
+}
+
+// checkState checks the order's final state against the answers, its
+// provider attempts and the provider's ledger.
+func (c *Checker) checkState(rep *CheckReport, o *OrderRec, row dbOrder, ops []*Op, att map[string]int, ledger map[string]*orderLedger) {
+	ref := o.Marker + "/" + row.id
+	asked := map[string]bool{}
+	for _, op := range ops {
+		asked[op.Kind] = true
+		for _, ob := range op.Observations() {
+			if ob.Definitive && ob.Status >= 200 && ob.Status < 300 && !reachable(ob.State, row.state) {
+				rep.add(AnomalyAckedStateLost, ref, "a %s was answered %d with state %s, but the order is %s",
+					op.Kind, ob.Status, ob.State, row.state)
+			}
+		}
+	}
+	switch row.state {
+	case "PAID":
+		if !asked[KindPay] {
+			rep.add(AnomalyPhantomTransition, ref, "the order is PAID but no pay was sent")
+		}
+	case "FULFILLED":
+		if !asked[KindPay] || !asked[KindFulfill] {
+			rep.add(AnomalyPhantomTransition, ref, "the order is FULFILLED but pay and fulfill were not both sent")
+		}
+	case "CANCELLED":
+		if !asked[KindCancel] {
+			rep.add(AnomalyPhantomTransition, ref, "the order is CANCELLED but no cancel was sent")
+		}
+	}
+
+	charges, shipments := att["charge/succeeded"], att["shipment/succeeded"]
+	for k, n := range att {
+		if strings.HasSuffix(k, "/pending") || strings.HasSuffix(k, "/unknown") {
+			rep.add(AnomalyAttemptNotSettled, ref, "%d provider attempts %s after the run settled", n, k)
+		}
+	}
+	bad := func(format string, args ...any) { rep.add(AnomalyStateAttempts, ref, format, args...) }
+	switch {
+	case charges > 1:
+		bad("%d succeeded charge attempts", charges)
+	case (row.state == "PAID" || row.state == "FULFILLED") && charges != 1:
+		bad("state %s with %d succeeded charge attempts", row.state, charges)
+	case row.state == "RCVD" && charges != 0:
+		bad("state RCVD with %d succeeded charge attempts", charges)
+	}
+	if (row.state == "FULFILLED") != (shipments == 1) || shipments > 1 {
+		bad("state %s with %d succeeded shipment attempts", row.state, shipments)
+	}
+
+	if ledger == nil {
+		return
+	}
+	l := ledger[row.id]
+	if l == nil {
+		l = &orderLedger{}
+	}
+	if l.captures > 1 {
+		rep.add(AnomalyDoubleCapture, ref, "the provider captured the order %d times", l.captures)
+	}
+	if l.shipments > 1 {
+		rep.add(AnomalyDoubleShipment, ref, "the warehouse shipped the order %d times", l.shipments)
+	}
+	if l.refunds > l.captures {
+		rep.add(AnomalyRefundNoCapture, ref, "%d refunds for %d captures", l.refunds, l.captures)
+	}
+	ok := true
+	switch row.state {
+	case "RCVD":
+		ok = l.captures == 0 && l.refunds == 0 && l.shipments == 0
+	case "PAID":
+		ok = l.captures == 1 && l.refunds == 0 && l.shipments == 0
+	case "FULFILLED":
+		ok = l.captures == 1 && l.refunds == 0 && l.shipments == 1
+	case "CANCELLED":
+		ok = l.captures == l.refunds && l.shipments == 0
+	}
+	if !ok {
+		rep.add(AnomalyStateLedger, ref, "state %s but the provider has %d captures, %d refunds, %d shipments",
+			row.state, l.captures, l.refunds, l.shipments)
+	}
+	if charges != l.captures {
+		rep.add(AnomalyAttemptLedger, ref, "%d succeeded charge attempts recorded, %d captures at the provider",
+			charges, l.captures)
+	}
+}

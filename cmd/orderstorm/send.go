@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orderly/orderly/client"
+	"github.com/orderly/orderly/order"
+)
+
+// httpCounter is the transport under every client of the harness: it counts
+// requests (each a client attempt) and answers by status.
+type httpCounter struct {
+	next     http.RoundTripper
+	requests atomic.Int64
+	neterrs  atomic.Int64
+	mu       sync.Mutex
+	byStatus map[int]int64
+}
+
+func newHTTPCounter(next http.RoundTripper) *httpCounter {
+	return &httpCounter{next: next, byStatus: map[int]int64{}}
+}
+
+func (h *httpCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.requests.Add(1)
+	resp, err := h.next.RoundTrip(r)
+	if err != nil {
+		h.neterrs.Add(1)
+		return resp, err
+	}
+	h.mu.Lock()
+	h.byStatus[resp.StatusCode]++
+	h.mu.Unlock()
+	return resp, nil
+}
+
+// Statuses returns the count of answers by status code.
+func (h *httpCounter) Statuses() map[string]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]int64, len(h.byStatus))
+	for k, v := range h.byStatus {
+		out[strconv.Itoa(k)] = v
+	}
+	return out
+}
+
+func (h *httpCounter) status(code int) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.byStatus[code]
+}
+
+// newTransport returns the HTTP transport shared by a run's clients.
+func newTransport(conns int) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        conns * 4,
+		MaxIdleConnsPerHost: conns * 2,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// Sender makes the calls of a run: keyed ones with the Go client (one client
+// per instance), keyless ones as raw requests.
+type Sender struct {
+	bases     []string
+	clients   []*client.Client
+	raw       *http.Client
+	apiKey    string
+	attempts  int
+	backoff   time.Duration
+	maxWait   time.Duration
+	attemptTO time.Duration
+	counter   *httpCounter
+	lat       *Latencies
+	retries   atomic.Int64 // attempts beyond the first, over every call
+}
+
+// SenderConfig configures NewSender.
+type SenderConfig struct {
+	Bases          []string
+	APIKey         string
+	Attempts       int
+	Backoff        time.Duration
+	MaxBackoff     time.Duration
+	AttemptTimeout time.Duration
+	Conns          int
+}
+
+// NewSender returns a Sender for the instances at cfg.Bases.
+func NewSender(cfg SenderConfig, lat *Latencies) (*Sender, error) {
+	counter := newHTTPCounter(newTransport(cfg.Conns))
+	hc := &http.Client{Transport: counter}
+	s := &Sender{bases: cfg.Bases, raw: hc, apiKey: cfg.APIKey, attempts: cfg.Attempts, backoff: cfg.Backoff,
+		maxWait: cfg.MaxBackoff, attemptTO: cfg.AttemptTimeout, counter: counter, lat: lat}
+	for _, b := range cfg.Bases {
+		c, err := client.New(b, cfg.APIKey, client.WithHTTPClient(hc), client.WithMaxAttempts(cfg.Attempts),
+			client.WithBackoff(cfg.Backoff, cfg.MaxBackoff), client.WithMaxRetryAfter(cfg.MaxBackoff),
+			client.WithAttemptTimeout(cfg.AttemptTimeout), client.WithUserAgent("orderstorm/1"))
+		if err != nil {
+			return nil, err
+		}
+		s.clients = append(s.clients, c)
+	}
+	return s, nil
+}
+
+// Send makes one call of op on instance inst and records it.
+func (s *Sender) Send(ctx context.Context, op *Op, inst int, via string) Obs {
+	start := time.Now()
+	var ob Obs
+	if op.Keyed {
+		ob = s.keyed(ctx, op, inst)
+	} else {
+		ob = s.keyless(ctx, op, inst)
+	}
+	ob.Via, ob.Instance, ob.Latency, ob.At = via, inst, time.Since(start), start
+	if ob.Attempts > 1 {
+		s.retries.Add(int64(ob.Attempts - 1))
+	}
+	op.add(ob)
+	kind := op.Kind
+	if via == ViaSequenceReplay {
+		kind = KindReplay
+	}
+	if ob.Definitive && s.lat != nil {
+		s.lat.Add(kind, ob.Latency)
+	}
+	return ob
+}
+
+func (s *Sender) keyed(ctx context.Context, op *Op, inst int) Obs {
+	c := s.clients[inst]
+	key := client.WithIdempotencyKey(op.Key)
+	var res *client.Response[order.Order]
+	var err error
+	switch op.Kind {
+	case KindCreate:
+		res, err = c.CreateOrder(ctx, *op.Create, key)
+	case KindPay:
+		res, err = c.PayOrder(ctx, op.Order.ID(), *op.Pay, key)
+	case KindFulfill:
+		res, err = c.FulfillOrder(ctx, op.Order.ID(), key)
+	case KindCancel:
+		res, err = c.CancelOrder(ctx, op.Order.ID(), key)
+	default:
+		return Obs{Err: "unknown kind " + op.Kind}
+	}
+	return fromClient(res, err)
+}
+
+// fromClient turns a client call's result into an observation.
+func fromClient(res *client.Response[order.Order], err error) Obs {
+	ob := Obs{}
+	if res != nil {
+		ob.Status, ob.Attempts, ob.Replayed = res.StatusCode, res.Attempts, res.Replayed
+	}
+	if err == nil {
+		ob.Definitive, ob.ResourceID, ob.State = true, res.Value.ID, string(res.Value.State)
+		return ob
+	}
+	ob.Err = shorten(err.Error())
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) {
+		ob.Status, ob.Code, ob.Replayed = apiErr.StatusCode, apiErr.Code, apiErr.Replayed
+		ob.Definitive = !apiErr.Retryable && apiErr.StatusCode != http.StatusInternalServerError
+		return ob
+	}
+	ob.Replayed = false
+	return ob
+}
+
+func shorten(s string) string {
+	if len(s) > 240 {
+		return s[:240] + "…"
+	}
+	return s
+}
+
+// keyless sends op without an Idempotency-Key, retrying network failures
+// and retryable answers with the same body, as a browser form or a naive
+// client would.
+func (s *Sender) keyless(ctx context.Context, op *Op, inst int) Obs {
+	url := s.bases[inst] + op.Path
+	ob := Obs{}
+	for attempt := 1; attempt <= s.attempts; attempt++ {
+		ob.Attempts = attempt
+		status, header, body, err := s.rawOnce(ctx, url, op.Body)
+		wait := s.jitter(attempt)
+		if err != nil {
+			ob.Status, ob.Err = 0, shorten(err.Error())
+			if ctx.Err() != nil {
+				return ob
+			}
+		} else {
+			ob.Status, ob.Err, ob.Code = status, "", ""
+			ob.Replayed = header.Get("Idempotency-Replayed") == "true"
+			if status >= 200 && status < 300 {
+				var o struct{ ID, State string }
+				if jerr := json.Unmarshal(body, &o); jerr != nil {
+					ob.Err = "decoding: " + jerr.Error()
+					return ob
+				}
+				ob.Definitive, ob.ResourceID, ob.State = true, o.ID, o.State
+				return ob
+			}
+			var p struct{ Type string }
+			_ = json.Unmarshal(body, &p)
+			ob.Code = p.Type[strings.LastIndex(p.Type, "/")+1:]
+			if !retryableAnswer(status, ob.Code) {
+				ob.Definitive = true
+				return ob
+			}
+			if ra, perr := strconv.Atoi(header.Get("Retry-After")); perr == nil {
+				wait = min(time.Duration(ra)*time.Second, s.maxWait)
+			}
+		}
+		if attempt == s.attempts {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ob
+		case <-t.C:
+		}
+	}
+	return ob
+}
+
+// retryableAnswer mirrors the client's rule: these answers mean "same
+// request again later".
+func retryableAnswer(status int, code string) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	case http.StatusConflict:
+		return code == client.CodeKeyInProgress || code == client.CodeOrderBusy
+	}
+	return false
+}
+
+func (s *Sender) jitter(attempt int) time.Duration {
+	ceil := min(s.backoff<<(attempt-1), s.maxWait)
+	if ceil <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(ceil) + 1))
+}
+
+func (s *Sender) rawOnce(ctx context.Context, url string, body []byte) (int, http.Header, []byte, error) {
+	if s.attemptTO > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.attemptTO)
+		defer cancel()
+	}
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, r)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	req.Header.Set("User-Agent", "orderstorm/1 (keyless)")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.raw.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("reading the %d response: %w", resp.StatusCode, err)
+	}
+	return resp.StatusCode, resp.Header, b, nil
+}
+
+// CloseIdle closes idle connections.
+func (s *Sender) CloseIdle() { s.raw.CloseIdleConnections() }

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Proc is a process the harness started and owns: the only kind it ever
+// signals.
+type Proc struct {
+	Name    string
+	bin     string
+	env     []string
+	logPath string
+
+	mu   sync.Mutex
+	addr string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Addr is the host:port the process listens on.
+func (p *Proc) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+// buildBinaries builds orderd and paysim into dir (from the module the
+// working directory is in) unless binDir already holds them.
+func buildBinaries(ctx context.Context, binDir, dir string) (orderd, paysim string, err error) {
+	if binDir != "" {
+		orderd, paysim = filepath.Join(binDir, "orderd"), filepath.Join(binDir, "paysim")
+		for _, b := range []string{orderd, paysim} {
+			if _, err := os.Stat(b); err != nil {
+				return "", "", fmt.Errorf("-bin-dir: %w", err)
+			}
+		}
+		return orderd, paysim, nil
+	}
+	orderd, paysim = filepath.Join(dir, "orderd"), filepath.Join(dir, "paysim")
+	for bin, pkg := range map[string]string{orderd: "github.com/orderly/orderly/cmd/orderd", paysim: "github.com/orderly/orderly/cmd/paysim"} {
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			return "", "", fmt.Errorf("go build %s (run orderstorm from inside the module, or pass -bin-dir): %v\n%s", pkg, err, out)
+		}
+	}
+	return orderd, paysim, nil
+}
+
+// startProc starts bin with env (added to the environment), logging stderr
+// to logPath, and waits until it logs {"msg":"listening","addr":…}.
+func startProc(name, bin string, env []string, logPath string) (*Proc, error) {
+	p := &Proc{Name: name, bin: bin, env: env, logPath: logPath}
+	return p, p.start("")
+}
+
+func (p *Proc) start(addr string) error {
+	env := append(os.Environ(), p.env...)
+	if addr != "" {
+		env = append(env, strings.ToUpper(strings.SplitN(p.Name, "-", 2)[0])+"_ADDR="+addr)
+	}
+	cmd := exec.Command(p.bin)
+	cmd.Env = env
+	// The child dies with the harness, whatever ends it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	done := make(chan error, 1)
+	addrc := make(chan string, 1)
+	go func() {
+		defer logf.Close()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			var l struct{ Msg, Addr string }
+			if !sent && json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
+				addrc <- l.Addr
+				sent = true
+			}
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case a := <-addrc:
+		p.mu.Lock()
+		p.addr, p.cmd, p.done = a, cmd, done
+		p.mu.Unlock()
+		return nil
+	case err := <-done:
+		return fmt.Errorf("%s exited before listening: %v (log: %s)", p.Name, err, p.logPath)
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("%s did not listen within 60s (log: %s)", p.Name, p.logPath)
+	}
+}
+
+// Kill sends SIGKILL to the process and waits for it to end.
+func (p *Proc) Kill() error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return errors.New("not running")
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-done:
+		p.mu.Lock()
+		p.cmd = nil
+		p.mu.Unlock()
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s did not die within 30s of SIGKILL", p.Name)
+	}
+}
+
+// Restart starts the process again on the address it had.
+func (p *Proc) Restart() error { return p.start(p.Addr()) }
+
+// Stop sends SIGTERM and waits up to 20s, then SIGKILL.
+func (p *Proc) Stop() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Cluster is what -spawn started: N orderd and perhaps a paysim.
+type Cluster struct {
+	Dir    string
+	Paysim *Proc
+	Orderd []*Proc
+	Kills  atomic.Int64
+}
+
+// ClusterConfig configures Spawn.
+type ClusterConfig struct {
+	N            int
+	DatabaseURL  string // "" selects the embedded store (N must be 1)
+	APIKeys      string // ORDERD_API_KEYS
+	WithPaysim   bool
+	PaysimURL    string // an external paysim for orderd, if not WithPaysim
+	BinDir       string
+	Dir          string
+	OrderdEnv    []string // extra ORDERD_* settings
+	TimeoutDelay time.Duration
+}
+
+// Spawn builds (unless cfg.BinDir is set) and starts the cluster.
+func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+	if cfg.N < 1 {
+		return nil, errors.New("-spawn must be at least 1")
+	}
+	if cfg.DatabaseURL == "" && cfg.N > 1 {
+		return nil, errors.New("-spawn N > 1 needs a PostgreSQL -database-url: the embedded store serves one instance")
+	}
+	orderdBin, paysimBin, err := buildBinaries(ctx, cfg.BinDir, cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: cfg.Dir}
+	payURL := cfg.PaysimURL
+	if cfg.WithPaysim {
+		env := []string{"PAYSIM_ADDR=127.0.0.1:0", "PAYSIM_DATA_DIR=" + filepath.Join(cfg.Dir, "paysim-data"),
+			"PAYSIM_TIMEOUT_DELAY=" + cfg.TimeoutDelay.String()}
+		p, err := startProc("paysim", paysimBin, env, filepath.Join(cfg.Dir, "paysim.log"))
+		if err != nil {
+			return nil, err
+		}
+		c.Paysim = p
+		payURL = "http://" + p.Addr()
+	}
+	for i := range cfg.N {
+		env := []string{"ORDERD_ADDR=127.0.0.1:0", "ORDERD_API_KEYS=" + cfg.APIKeys,
+			"ORDERD_PROVIDER_TIMEOUT=2s", "ORDERD_LEASE=6s", "ORDERD_COMPLETER_INTERVAL=1s"}
+		if cfg.DatabaseURL != "" {
+			env = append(env, "ORDERD_DATABASE_URL="+cfg.DatabaseURL)
+		} else {
+			env = append(env, "ORDERD_DATA_DIR="+filepath.Join(cfg.Dir, "orderd-data"))
+		}
+		if payURL != "" {
+			env = append(env, "ORDERD_PAYMENT_URL="+payURL)
+		}
+		env = append(env, cfg.OrderdEnv...)
+		p, err := startProc(fmt.Sprintf("orderd-%d", i), orderdBin, env, filepath.Join(cfg.Dir, fmt.Sprintf("orderd-%d.log", i)))
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Orderd = append(c.Orderd, p)
+	}
+	return c, nil
+}
+
+// Bases returns the orderd base URLs.
+func (c *Cluster) Bases() []string {
+	out := make([]string, len(c.Orderd))
+	for i, p := range c.Orderd {
+		out[i] = "http://" + p.Addr()
+	}
+	return out
+}
+
+// PaysimURL returns the spawned paysim's base URL ("" if none).
+func (c *Cluster) PaysimURL() string {
+	if c.Paysim == nil {
+		return ""
+	}
+	return "http://" + c.Paysim.Addr()
+}
+
+// Chaos SIGKILLs a random spawned orderd every interval and restarts it on
+// its address, until ctx ends or stop passes. It reports failures to logf.
+func (c *Cluster) Chaos(ctx context.Context, every time.Duration, stop time.Time, pick func(int) int, logf func(string, ...any)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Now().After(stop) {
+			return
+		}
+		p := c.Orderd[pick(len(c.Orderd))]
+		if err := p.Kill(); err != nil {
+			logf("chaos: kill %s: %v", p.Name, err)
+			continue
+		}
+		c.Kills.Add(1)
+		time.Sleep(200 * time.Millisecond)
+		var err error
+		for try := 0; try < 5; try++ { // the port may take a moment to free
+			if err = p.Restart(); err == nil {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err != nil {
+			logf("chaos: restart %s: %v", p.Name, err)
+		}
+	}
+}
+
+// Stop ends every process of the cluster.
+func (c *Cluster) Stop() {
+	var wg sync.WaitGroup
+	for _, p := range c.Orderd {
+		wg.Go(p.Stop)
+	}
+	wg.Wait()
+	if c.Paysim != nil {
+		c.Paysim.Stop()
+	}
+}

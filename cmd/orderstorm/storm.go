@@ -1,0 +1,375 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orderly/orderly/client"
+	"github.com/orderly/orderly/order"
+)
+
+// Mix is the shape of the simulated traffic: probabilities per order or per
+// operation.
+type Mix struct {
+	DoubleClick  float64 // an operation is sent twice without a key
+	Parallel     float64 // an operation is sent with one key to several instances at once
+	Replay       float64 // an order's whole sequence is re-sent afterwards
+	MethodFaults float64 // a pay uses a paysim one-shot fault method
+	SKUFaults    float64 // an order carries a paysim one-shot fault SKU (hits its shipment)
+	OutOfStock   float64 // an order carries sku_out_of_stock (fulfilment is rejected)
+	Decline      float64 // the first pay uses a declined card
+	NewKeyRepeat float64 // a paid order is paid again with a new key
+	CancelRCVD   float64 // an order is cancelled instead of paid
+	Abandon      float64 // an order is left unpaid
+	RacePayCncl  float64 // pay and cancel race on different instances
+	RacePayFul   float64 // pay and fulfil race on different instances
+	CancelPaid   float64 // a paid order is cancelled (refund)
+	StopPaid     float64 // a paid order is left unfulfilled
+}
+
+// DefaultMix is the default storm traffic.
+var DefaultMix = Mix{
+	DoubleClick: 0.15, Parallel: 0.15, Replay: 0.2, MethodFaults: 0.06, SKUFaults: 0.04, OutOfStock: 0.01,
+	Decline: 0.04, NewKeyRepeat: 0.05, CancelRCVD: 0.08, Abandon: 0.04, RacePayCncl: 0.04, RacePayFul: 0.03,
+	CancelPaid: 0.08, StopPaid: 0.05,
+}
+
+// Storm drives shoppers against the instances.
+type Storm struct {
+	Book      *Book
+	Send      *Sender
+	Instances int
+	Mix       Mix
+	Seed      uint64
+
+	logical atomic.Int64 // logical operations started
+	orders  atomic.Int64
+	dups    sync.Map // via/kind → *atomic.Int64
+	planned sync.Map // planned fault kind → *atomic.Int64
+}
+
+func (s *Storm) count(m *sync.Map, k string, n int64) {
+	v, _ := m.LoadOrStore(k, new(atomic.Int64))
+	v.(*atomic.Int64).Add(n)
+}
+
+func snapshot(m *sync.Map) map[string]int64 {
+	out := map[string]int64{}
+	m.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// Logical is how many logical operations were started.
+func (s *Storm) Logical() int64 { return s.logical.Load() }
+
+// Run runs shoppers until maxOps logical operations were started or
+// stopAt, whichever first; orders in progress then finish, bounded by ctx.
+func (s *Storm) Run(ctx context.Context, shoppers int, maxOps int64, stopAt time.Time) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range shoppers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(s.Seed, uint64(w)+1))
+			for ctx.Err() == nil && s.logical.Load() < maxOps && time.Now().Before(stopAt) {
+				s.runOrder(ctx, rng, int(next.Add(1)))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// pick returns a random instance, and another one (the same when there is
+// only one).
+func (s *Storm) pick(rng *rand.Rand) (int, int) {
+	a := rng.IntN(s.Instances)
+	if s.Instances == 1 {
+		return a, a
+	}
+	return a, (a + 1 + rng.IntN(s.Instances-1)) % s.Instances
+}
+
+type pattern int
+
+const (
+	single pattern = iota
+	doubleClick
+	parallel
+)
+
+func (s *Storm) pattern(rng *rand.Rand) pattern {
+	switch x := rng.Float64(); {
+	case x < s.Mix.DoubleClick:
+		return doubleClick
+	case x < s.Mix.DoubleClick+s.Mix.Parallel:
+		return parallel
+	}
+	return single
+}
+
+// newInput makes the order of logical create seq: a unique customer_id
+// marker, one to three items, sometimes a fault SKU.
+func (s *Storm) newInput(rng *rand.Rand, seq int) order.NewOrderInput {
+	in := order.NewOrderInput{CustomerID: fmt.Sprintf("%s%07d", s.Book.MarkerPrefix(), seq), Currency: "USD"}
+	for i := range 1 + rng.IntN(3) {
+		in.Items = append(in.Items, order.Item{SKU: fmt.Sprintf("sku_%d_%d", i, rng.IntN(500)),
+			Quantity: 1 + rng.Int64N(3), UnitPrice: 100 + rng.Int64N(9900)})
+	}
+	switch x := rng.Float64(); {
+	case x < s.Mix.SKUFaults:
+		sku := []string{"sku_fault_drop_after_commit", "sku_fault_503", "sku_fault_timeout"}[rng.IntN(3)]
+		in.Items = append(in.Items, order.Item{SKU: sku, Quantity: 1, UnitPrice: 500})
+		s.count(&s.planned, "paysim one-shot "+sku, 1)
+	case x < s.Mix.SKUFaults+s.Mix.OutOfStock:
+		in.Items = append(in.Items, order.Item{SKU: "sku_out_of_stock", Quantity: 1, UnitPrice: 500})
+		s.count(&s.planned, "sku_out_of_stock", 1)
+	}
+	return in
+}
+
+// perform sends op with pattern p and returns a definitive answer, if any
+// call got one.
+func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *Op, p pattern) (Obs, bool) {
+	if !op.Repeat {
+		s.logical.Add(1)
+	}
+	a, b := s.pick(rng)
+	switch p {
+	case doubleClick:
+		var wg sync.WaitGroup
+		wg.Go(func() { s.Send.Send(ctx, op, a, ViaPrimary) })
+		delay := time.Duration(rng.IntN(30)) * time.Millisecond
+		second := a
+		if rng.IntN(2) == 0 {
+			second = b
+		}
+		wg.Go(func() {
+			time.Sleep(delay)
+			s.Send.Send(ctx, op, second, ViaDoubleClick)
+		})
+		wg.Wait()
+		s.count(&s.dups, ViaDoubleClick, 1)
+	case parallel:
+		n := max(2, s.Instances)
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			inst := (a + i) % s.Instances
+			via := ViaPrimary
+			if i > 0 {
+				via = ViaParallel
+			}
+			wg.Go(func() {
+				<-gate
+				s.Send.Send(ctx, op, inst, via)
+			})
+		}
+		close(gate)
+		wg.Wait()
+		s.count(&s.dups, ViaParallel, int64(n-1))
+	default:
+		s.Send.Send(ctx, op, a, ViaPrimary)
+	}
+	return op.Definitive()
+}
+
+func (s *Storm) newOp(o *OrderRec, p pattern, spec opSpec) *Op {
+	spec.keyed = p != doubleClick
+	op, err := s.Book.NewOp(o, spec)
+	if err != nil {
+		panic(err) // only for an op on an order without an id, which the flows never make
+	}
+	return op
+}
+
+var (
+	allowCreate     = []int{http.StatusCreated}
+	allowPay        = []int{http.StatusOK, http.StatusPaymentRequired}
+	allowPayRace    = []int{http.StatusOK, http.StatusPaymentRequired, http.StatusConflict}
+	allowFulfil     = []int{http.StatusOK, http.StatusUnprocessableEntity}
+	allowFulfilRace = []int{http.StatusOK, http.StatusConflict, http.StatusUnprocessableEntity}
+	allowCancel     = []int{http.StatusOK}
+	allowCancelRace = []int{http.StatusOK, http.StatusConflict}
+	paymentMethods  = []string{"pm_fault_drop_after_commit", "pm_fault_503", "pm_fault_timeout"}
+	declinedMethod  = "pm_card_declined"
+	approvedMethod  = "pm_card_visa"
+	maxPayAttempts  = 3
+)
+
+// runOrder is one shopper's order: create, then one of the flows, then
+// perhaps a replay of the whole sequence.
+func (s *Storm) runOrder(ctx context.Context, rng *rand.Rand, seq int) {
+	s.orders.Add(1)
+	in := s.newInput(rng, seq)
+	o := s.Book.NewOrder(seq, in)
+	p := s.pattern(rng)
+	create := s.newOp(o, p, opSpec{kind: KindCreate, create: &in, allowed: allowCreate})
+	if ob, ok := s.perform(ctx, rng, create, p); !ok || ob.Status != http.StatusCreated || o.ID() == "" {
+		return // left for the reconciler
+	}
+	switch x := rng.Float64(); {
+	case x < s.Mix.CancelRCVD:
+		s.cancel(ctx, rng, o, allowCancel, false)
+	case x < s.Mix.CancelRCVD+s.Mix.Abandon:
+	case x < s.Mix.CancelRCVD+s.Mix.Abandon+s.Mix.RacePayCncl:
+		s.race(ctx, rng, o, KindCancel)
+	case x < s.Mix.CancelRCVD+s.Mix.Abandon+s.Mix.RacePayCncl+s.Mix.RacePayFul:
+		s.race(ctx, rng, o, KindFulfill)
+	default:
+		s.payFlow(ctx, rng, o)
+	}
+	if rng.Float64() < s.Mix.Replay {
+		s.replaySequence(ctx, rng, o)
+	}
+}
+
+func (s *Storm) payInput(o *OrderRec, method string) *client.PayInput {
+	return &client.PayInput{Amount: o.Amount, Currency: o.Input.Currency, PaymentMethod: method}
+}
+
+// pay pays o until it is paid, declined maxPayAttempts times, or a pay has
+// no definitive answer. It reports whether a pay answered 200.
+func (s *Storm) pay(ctx context.Context, rng *rand.Rand, o *OrderRec) bool {
+	method := approvedMethod
+	switch x := rng.Float64(); {
+	case x < s.Mix.Decline:
+		method = declinedMethod
+		s.count(&s.planned, "declined card (pm_card_declined)", 1)
+	case x < s.Mix.Decline+s.Mix.MethodFaults:
+		method = paymentMethods[rng.IntN(len(paymentMethods))]
+		s.count(&s.planned, "paysim one-shot "+method, 1)
+	}
+	for range maxPayAttempts {
+		p := s.pattern(rng)
+		op := s.newOp(o, p, opSpec{kind: KindPay, pay: s.payInput(o, method), allowed: allowPay})
+		ob, ok := s.perform(ctx, rng, op, p)
+		switch {
+		case !ok:
+			return false
+		case ob.Status == http.StatusOK:
+			return true
+		case ob.Status == http.StatusPaymentRequired:
+			method = approvedMethod // another card, with a new key
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// payFlow pays, then fulfils, cancels (refund) or stops.
+func (s *Storm) payFlow(ctx context.Context, rng *rand.Rand, o *OrderRec) {
+	if !s.pay(ctx, rng, o) {
+		return
+	}
+	if rng.Float64() < s.Mix.NewKeyRepeat {
+		// The shopper reloads the page and pays again: a new key, a no-op.
+		op := s.newOp(o, single, opSpec{kind: KindPay, pay: s.payInput(o, approvedMethod), repeat: true,
+			allowed: []int{http.StatusOK}})
+		s.perform(ctx, rng, op, single)
+		s.count(&s.dups, "new_key_repeat", 1)
+	}
+	switch x := rng.Float64(); {
+	case x < s.Mix.CancelPaid:
+		s.cancel(ctx, rng, o, allowCancel, false)
+	case x < s.Mix.CancelPaid+s.Mix.StopPaid:
+	default:
+		p := s.pattern(rng)
+		op := s.newOp(o, p, opSpec{kind: KindFulfill, allowed: allowFulfil})
+		if ob, ok := s.perform(ctx, rng, op, p); ok && ob.Status == http.StatusUnprocessableEntity && rng.IntN(2) == 0 {
+			s.cancel(ctx, rng, o, allowCancel, false) // out of stock: refund
+		}
+	}
+}
+
+func (s *Storm) cancel(ctx context.Context, rng *rand.Rand, o *OrderRec, allowed []int, race bool) (Obs, bool) {
+	p := s.pattern(rng)
+	op := s.newOp(o, p, opSpec{kind: KindCancel, allowed: allowed, race: race})
+	return s.perform(ctx, rng, op, p)
+}
+
+// race sends a pay and another event (cancel or fulfil) on o at the same
+// moment to different instances; a fulfil that lost is sent again once the
+// order is paid.
+func (s *Storm) race(ctx context.Context, rng *rand.Rand, o *OrderRec, other string) {
+	s.count(&s.dups, "race pay+"+other, 1)
+	payOp := s.newOp(o, single, opSpec{kind: KindPay, pay: s.payInput(o, approvedMethod), allowed: allowPayRace, race: true})
+	allowed := allowCancelRace
+	if other == KindFulfill {
+		allowed = allowFulfilRace
+	}
+	otherOp := s.newOp(o, single, opSpec{kind: other, allowed: allowed, race: true})
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	var payOb, otherOb Obs
+	var payOK, otherOK bool
+	r1, r2 := rand.New(rand.NewPCG(rng.Uint64(), 1)), rand.New(rand.NewPCG(rng.Uint64(), 2))
+	wg.Go(func() { <-gate; payOb, payOK = s.perform(ctx, r1, payOp, single) })
+	wg.Go(func() { <-gate; otherOb, otherOK = s.perform(ctx, r2, otherOp, single) })
+	close(gate)
+	wg.Wait()
+	if other == KindFulfill && payOK && payOb.Status == http.StatusOK && otherOK && otherOb.Status == http.StatusConflict {
+		op := s.newOp(o, single, opSpec{kind: KindFulfill, allowed: allowFulfil})
+		s.perform(ctx, rng, op, single)
+	}
+}
+
+// replaySequence re-sends every operation of o that has a stored outcome,
+// in order, with its key (or its body again, for keyless ones): every answer
+// must be a replay equal to the original.
+func (s *Storm) replaySequence(ctx context.Context, rng *rand.Rand, o *OrderRec) {
+	for _, op := range o.Ops() {
+		first, ok := op.Definitive()
+		if !ok || !first.stored() {
+			continue
+		}
+		inst, _ := s.pick(rng)
+		s.Send.Send(ctx, op, inst, ViaSequenceReplay)
+		s.count(&s.dups, ViaSequenceReplay, 1)
+	}
+}
+
+// Reconcile re-sends every operation without a definitive answer, with its
+// key, in rounds until each has one or until stop. It returns how many were
+// unresolved before and after.
+func (s *Storm) Reconcile(ctx context.Context, stop time.Time, conc int) (before, after int) {
+	first := true
+	for {
+		var pending []*Op
+		for _, op := range s.Book.AllOps() {
+			if _, ok := op.Definitive(); !ok {
+				pending = append(pending, op)
+			}
+		}
+		if first {
+			before, first = len(pending), false
+		}
+		if len(pending) == 0 || time.Now().After(stop) || ctx.Err() != nil {
+			return before, len(pending)
+		}
+		sem := make(chan struct{}, conc)
+		var wg sync.WaitGroup
+		for i, op := range pending {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				s.Send.Send(ctx, op, i%s.Instances, ViaReconcile)
+				s.count(&s.dups, ViaReconcile, 1)
+			})
+		}
+		wg.Wait()
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
