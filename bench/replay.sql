@@ -12,15 +12,7 @@ WITH claim AS (
             encode(sha256(('fp-replay-' || :n)::bytea), 'hex'), false, 'completed', 201,
             'ord_' || left(encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'), 32),
             NULL, NULL, now(), now() + interval '24 hours')
-    ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
-        fingerprint = EXCLUDED.fingerprint, derived = EXCLUDED.derived, state = 'completed',
-        status_code = EXCLUDED.status_code, resource_id = EXCLUDED.resource_id,
-        error_code = EXCLUDED.error_code, error_detail = EXCLUDED.error_detail,
-        locked_until = NULL, recovery_point = NULL, attempt_key = NULL, tombstone_until = NULL,
-        fencing_token = idempotency_keys.fencing_token + 1,
-        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-    WHERE (idempotency_keys.derived AND idempotency_keys.state IN ('completed', 'expired')
-        AND idempotency_keys.expires_at <= EXCLUDED.created_at)
+    ON CONFLICT (tenant_id, key_hash) DO NOTHING
     RETURNING 1
 ), created AS (
     INSERT INTO orders (id, tenant_id, customer_id, currency, items, amount, state, version, created_at, paid_at, fulfilled_at, cancelled_at)

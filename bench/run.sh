@@ -15,8 +15,9 @@
 #            pgbench runs bench/create.sql, replay.sql and pay.sql — the same
 #            statements — with the same C clients for the same time.
 #   storm    orderstorm -spawn 2 with paysim: STORM_OPS logical operations
-#            with every duplicate pattern, proxy and paysim faults, and an
-#            orderd SIGKILLed and restarted every KILL_EVERY.
+#            with every duplicate pattern, proxy and paysim faults, an orderd
+#            (or paysim) SIGKILLed and restarted every KILL_EVERY, and
+#            orderd's database connections terminated every 30s.
 #
 # Settings (environment): OUT (default bench/results), CLIENTS (4,16),
 # BENCH_DURATION (10s), STORM_OPS (12000), STORM_DURATION (15m),
@@ -61,12 +62,15 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
 fi
 
+# fresh_db NAME creates a database for one step (dropped on exit) and sets
+# URL. Not in a subshell, so that the trap sees DBS.
+URL=""
 fresh_db() {
   local db="orderstorm_$1_$$"
-  dropdb --if-exists --force -h 127.0.0.1 -U postgres "$db"
+  dropdb --if-exists --force -h 127.0.0.1 -U postgres "$db" 2>/dev/null
   createdb -h 127.0.0.1 -U postgres "$db"
   DBS+=("$db")
-  echo "$PG/$db?sslmode=disable"
+  URL="$PG/$db?sslmode=disable"
 }
 
 echo "== build"
@@ -80,7 +84,14 @@ go build -o "$BIN/orderstorm" ./cmd/orderstorm
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
   echo "postgres: $(psql -h 127.0.0.1 -U postgres -Atc 'show server_version') (synchronous_commit=$(psql -h 127.0.0.1 -U postgres -Atc 'show synchronous_commit'), shared_buffers=$(psql -h 127.0.0.1 -U postgres -Atc 'show shared_buffers'))"
   echo "pgbench: $("${PGBENCH:-false}" --version 2>/dev/null || echo none)"
-} | tee "$OUT/machine.txt"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/machine-$WHAT.txt"
+# Benchmarks on 2 cores are only meaningful on an otherwise idle machine.
+others="$(pgrep -f 'go test|\.test -test\.|pgbench' | grep -v "^$$\$" || true)"
+if [ -n "$others" ]; then
+  echo "WARNING: other test or benchmark processes are running; figures will be low and noisy:" | tee -a "$OUT/machine-$WHAT.txt"
+  ps -o pid,etime,args -p $others | tee -a "$OUT/machine-$WHAT.txt" || true
+fi
 
 if [ "$WHAT" = bench ] || [ "$WHAT" = gobench ] || [ "$WHAT" = all ]; then
   echo "== go benchmarks: go test -run '^\$' -bench . -benchtime 2000x ./service/"
@@ -89,7 +100,7 @@ fi
 
 if [ "$WHAT" = bench ] || [ "$WHAT" = load ] || [ "$WHAT" = all ]; then
   echo "== load benchmark with pgbench (clients $CLIENTS, $BENCH_DURATION per phase)"
-  URL="$(fresh_db bench)"
+  fresh_db bench
   "$BIN/orderstorm" -mode bench -spawn 1 -bin-dir "$BIN" -database-url "$URL" \
     -pgbench "$PGBENCH" -bench-sql bench -bench-clients "$CLIENTS" -bench-duration "$BENCH_DURATION" \
     -json "$OUT/bench.json" -svg "$OUT/bench.svg" | tee "$OUT/bench.txt"
@@ -97,12 +108,13 @@ fi
 
 if [ "$WHAT" = storm ] || [ "$WHAT" = all ]; then
   echo "== storm: $STORM_OPS logical operations, 2 orderd + paysim, kill every $KILL_EVERY"
-  URL="$(fresh_db storm)"
+  fresh_db storm
   KILL=()
-  [ "$KILL_EVERY" != 0 ] && KILL=(-kill-every "$KILL_EVERY")
+  [ "$KILL_EVERY" != 0 ] && KILL=(-kill-every "$KILL_EVERY" -kill-paysim -kill-db-connections-every 30s)
   "$BIN/orderstorm" -spawn 2 -bin-dir "$BIN" -database-url "$URL" \
     -ops "$STORM_OPS" -duration "$STORM_DURATION" -shoppers "$SHOPPERS" -settle 120s "${KILL[@]}" \
     -proxy-drop 0.03 -proxy-cut 0.01 -proxy-truncate 0.01 \
     -paysim-drop-rate 0.03 -paysim-timeout-rate 0.01 -paysim-error-rate 0.02 \
     -json "$OUT/storm.json" -svg "$OUT/storm.svg" | tee "$OUT/storm.txt"
 fi
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine-$WHAT.txt"

@@ -88,7 +88,7 @@ func (b *Bench) phase(ctx context.Context, op string, workers int, d time.Durati
 				if ok {
 					okN.Add(1)
 					lat[w] = append(lat[w], el)
-					b.Lat.Add(op, el)
+					b.Lat.Add(fmt.Sprintf("%s c=%d", op, workers), el)
 				} else {
 					errN.Add(1)
 				}

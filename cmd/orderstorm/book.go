@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,11 +88,15 @@ type Op struct {
 	AltKeyHashes []string
 	Path         string
 	Body         []byte // nil: no body
-	Create       *order.NewOrderInput
-	Pay          *client.PayInput
-	Repeat       bool  // a repeat with a new key by the user, not a logical op
-	Race         bool  // sent racing another operation on the same order
-	Allowed      []int // definitive statuses that are legal answers
+	// AltBody is the same request spelled differently (members reordered,
+	// other whitespace, a volatile member added): what a second click of
+	// another client library may send. Keyless double clicks send it.
+	AltBody []byte
+	Create  *order.NewOrderInput
+	Pay     *client.PayInput
+	Repeat  bool  // a repeat with a new key by the user, not a logical op
+	Race    bool  // sent racing another operation on the same order
+	Allowed []int // definitive statuses that are legal answers
 
 	mu  sync.Mutex
 	obs []Obs
@@ -242,6 +247,9 @@ func (b *Book) NewOp(o *OrderRec, s opSpec) (*Op, error) {
 	case s.pay != nil:
 		op.Body, _ = json.Marshal(s.pay)
 	}
+	if !s.keyed {
+		op.AltBody = respell(op.Body, seq)
+	}
 	derive := func(body []byte) (string, error) {
 		fp, err := idempotency.Fingerprinter{}.Fingerprint(idempotency.Request{
 			Method: http.MethodPost, Route: route, PathParams: params, Body: body})
@@ -264,4 +272,28 @@ func (b *Book) NewOp(o *OrderRec, s opSpec) (*Op, error) {
 	o.ops = append(o.ops, op)
 	o.mu.Unlock()
 	return op, nil
+}
+
+// respell returns body with its top-level members in reverse order, spaces
+// around separators and a volatile request_id member, or {} plus request_id
+// for no body. The server must take it for the same request.
+func respell(body []byte, seq int) []byte {
+	var m map[string]json.RawMessage
+	if len(body) > 0 && json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	slices.Reverse(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "{ \"request_id\" : \"rq-%d\"", seq)
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		fmt.Fprintf(&b, " ,\n  %s : %s", kb, m[k])
+	}
+	b.WriteString(" }")
+	return []byte(b.String())
 }

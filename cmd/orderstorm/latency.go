@@ -13,6 +13,7 @@ import (
 type Latencies struct {
 	mu      sync.Mutex
 	samples map[string][]time.Duration
+	seen    []string // kinds in the order of their first sample
 }
 
 // NewLatencies returns an empty recorder.
@@ -23,22 +24,24 @@ func NewLatencies() *Latencies {
 // Add records one sample of kind.
 func (l *Latencies) Add(kind string, d time.Duration) {
 	l.mu.Lock()
+	if _, ok := l.samples[kind]; !ok {
+		l.seen = append(l.seen, kind)
+	}
 	l.samples[kind] = append(l.samples[kind], d)
 	l.mu.Unlock()
 }
 
 // Stats summarises the samples of every kind, in kindOrder first and then
-// by name.
+// in the order of their first sample.
 func (l *Latencies) Stats() []LatencyStats {
 	l.mu.Lock()
-	kinds := make([]string, 0, len(l.samples))
+	kinds := slices.Clone(l.seen)
 	copies := map[string][]time.Duration{}
 	for k, s := range l.samples {
-		kinds = append(kinds, k)
 		copies[k] = slices.Clone(s)
 	}
 	l.mu.Unlock()
-	slices.SortFunc(kinds, compareKinds)
+	slices.SortStableFunc(kinds, compareKinds)
 	out := make([]LatencyStats, 0, len(kinds))
 	for _, k := range kinds {
 		out = append(out, Summarize(k, copies[k]))
@@ -57,12 +60,6 @@ func compareKinds(a, b string) int {
 	case ia >= 0:
 		return -1
 	case ib >= 0:
-		return 1
-	}
-	if a < b {
-		return -1
-	}
-	if a > b {
 		return 1
 	}
 	return 0

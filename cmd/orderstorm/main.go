@@ -65,6 +65,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,6 +98,8 @@ type Config struct {
 	PaysimFaults  paysim.Faults `json:"paysim_faults"`
 	Mix           Mix           `json:"mix"`
 	KillEvery     time.Duration `json:"kill_every"`
+	KillPaysim    bool          `json:"kill_paysim"`
+	KillDBEvery   time.Duration `json:"kill_db_connections_every"`
 	Settle        time.Duration `json:"settle"`
 	Attempts      int           `json:"client_attempts"`
 	Backoff       time.Duration `json:"client_backoff"`
@@ -147,6 +151,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.Float64Var(&c.Mix.MethodFaults, "method-faults", DefaultMix.MethodFaults, "fraction of pays with a paysim one-shot fault payment method")
 	fs.Float64Var(&c.Mix.SKUFaults, "sku-faults", DefaultMix.SKUFaults, "fraction of orders with a paysim one-shot fault SKU")
 	fs.DurationVar(&c.KillEvery, "kill-every", 0, "with -spawn: SIGKILL and restart a random orderd this often during the storm")
+	fs.BoolVar(&c.KillPaysim, "kill-paysim", false, "with -spawn and -kill-every: the spawned paysim may be the one killed too")
+	fs.DurationVar(&c.KillDBEvery, "kill-db-connections-every", 0, "with -spawn on PostgreSQL: terminate the spawned orderd's database connections this often")
 	fs.DurationVar(&c.Settle, "settle", 90*time.Second, "how long the reconcile phase may take")
 	fs.IntVar(&c.Attempts, "attempts", 6, "client attempts per call")
 	fs.DurationVar(&c.Backoff, "backoff", 50*time.Millisecond, "client backoff base")
@@ -202,8 +208,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, errors.New("-ops, -duration, -shoppers and -attempts must be positive")
 	case c.Duration > 6*time.Hour || c.Settle > time.Hour:
 		return c, errors.New("-duration is capped at 6h and -settle at 1h")
-	case c.KillEvery > 0 && c.Spawn == 0:
-		return c, errors.New("-kill-every only kills processes orderstorm started: it needs -spawn")
+	case (c.KillEvery > 0 || c.KillDBEvery > 0) && c.Spawn == 0:
+		return c, errors.New("-kill-every and -kill-db-connections-every only hit what orderstorm started: they need -spawn")
+	case c.KillDBEvery > 0 && !strings.HasPrefix(c.DatabaseURL, "postgres"):
+		return c, errors.New("-kill-db-connections-every needs a postgres:// -database-url")
 	}
 	if err := c.Fates.Validate(); err != nil {
 		return c, err
@@ -384,19 +392,21 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		}
 	}
 	var admin *PaysimAdmin
-	var before paysim.Stats
+	var tally *faultTally
+	stormFaults := cfg.PaysimFaults
+	stormFaults.Seed = cfg.Seed
 	if cfg.PaysimURL != "" {
 		admin = NewPaysimAdmin(cfg.PaysimURL)
 		prev, err := admin.Faults(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if before, err = admin.Stats(ctx); err != nil {
+		before, err := admin.Stats(ctx)
+		if err != nil {
 			return nil, err
 		}
-		f := cfg.PaysimFaults
-		f.Seed = cfg.Seed
-		if err := admin.SetFaults(ctx, f); err != nil {
+		tally = newFaultTally(before)
+		if err := admin.SetFaults(ctx, stormFaults); err != nil {
 			return nil, err
 		}
 		defer func() { _ = admin.SetFaults(context.WithoutCancel(ctx), prev) }()
@@ -418,15 +428,35 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 	stopAt := start.Add(cfg.Duration)
 	chaosCtx, stopChaos := context.WithCancel(ctx)
 	chaosDone := make(chan struct{})
+	var dbKills atomic.Int64
+	var chaos sync.WaitGroup
+	chaosLog := func(f string, a ...any) { logf(progress, f, a...) }
 	if cfg.KillEvery > 0 && cluster != nil {
 		rng := rand.New(rand.NewPCG(cfg.Seed, 99))
-		go func() {
-			defer close(chaosDone)
-			cluster.Chaos(chaosCtx, cfg.KillEvery, stopAt, rng.IntN, func(f string, a ...any) { logf(progress, f, a...) })
-		}()
-	} else {
-		close(chaosDone)
+		var beforeKill, afterRestart func()
+		if admin != nil {
+			// A restarted paysim has its startup faults and zeroed counters:
+			// count what it injected, and set the storm's faults again.
+			beforeKill = func() {
+				if st, err := admin.Stats(chaosCtx); err == nil {
+					tally.fold(st)
+				}
+			}
+			afterRestart = func() {
+				tally.restarted()
+				if err := admin.SetFaults(chaosCtx, stormFaults); err != nil {
+					chaosLog("chaos: setting paysim's faults after its restart: %v", err)
+				}
+			}
+		}
+		chaos.Go(func() {
+			cluster.Chaos(chaosCtx, cfg.KillEvery, stopAt, cfg.KillPaysim, rng.IntN, beforeKill, afterRestart, chaosLog)
+		})
 	}
+	if cfg.KillDBEvery > 0 && cluster != nil {
+		chaos.Go(func() { dbKills.Store(KillDBConnections(chaosCtx, cfg.DatabaseURL, cfg.KillDBEvery, stopAt, chaosLog)) })
+	}
+	go func() { chaos.Wait(); close(chaosDone) }()
 	ticker := time.NewTicker(5 * time.Second)
 	tickDone := make(chan struct{})
 	go func() {
@@ -459,10 +489,17 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		}
 	}
 	if cluster != nil {
-		for _, p := range cluster.Orderd {
+		procs := append([]*Proc{}, cluster.Orderd...)
+		if cluster.Paysim != nil {
+			procs = append(procs, cluster.Paysim)
+		}
+		for _, p := range procs {
 			if p.Addr() != "" && !alive(p) {
 				if err := p.Restart(); err != nil {
 					return nil, fmt.Errorf("restarting %s for the reconcile: %w", p.Name, err)
+				}
+				if p == cluster.Paysim && tally != nil {
+					tally.restarted()
 				}
 			}
 		}
@@ -490,7 +527,9 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 	res.Faults.Planned = snapshot(&storm.planned)
 	if cluster != nil {
 		res.Faults.OrderdKilled = cluster.Kills.Load()
+		res.Faults.PaysimKilled = cluster.PaysimKills.Load()
 	}
+	res.Faults.DBConnsKilled = dbKills.Load()
 	res.Latency = lat.Stats()
 
 	// The checks: database and provider ledger.
@@ -500,7 +539,8 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		if err != nil {
 			return nil, err
 		}
-		res.Faults.Paysim = faultDelta(before, after)
+		tally.fold(after)
+		res.Faults.Paysim = tally.total()
 		snap, err := admin.Ledger(ctx)
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/orderly/orderly/paysim"
@@ -85,11 +86,42 @@ func (p *PaysimAdmin) do(ctx context.Context, method, path string, in, out any) 
 	return nil
 }
 
-// faultDelta is after's injected faults minus before's, by kind.
-func faultDelta(before, after paysim.Stats) map[string]int64 {
-	out := map[string]int64{}
-	for k, v := range after.FaultsInjected {
-		out[string(k)] = v - before.FaultsInjected[k]
+// faultTally adds up paysim's injected-fault counters over a run in which
+// paysim may restart (a restart zeroes them).
+type faultTally struct {
+	mu   sync.Mutex
+	acc  map[string]int64
+	base map[paysim.FaultKind]int64
+}
+
+func newFaultTally(start paysim.Stats) *faultTally {
+	return &faultTally{acc: map[string]int64{}, base: start.FaultsInjected}
+}
+
+// fold adds what the counters gained since the last fold.
+func (t *faultTally) fold(now paysim.Stats) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, v := range now.FaultsInjected {
+		t.acc[string(k)] += v - t.base[k]
+	}
+	t.base = now.FaultsInjected
+}
+
+// restarted records that paysim restarted: its counters start from zero.
+func (t *faultTally) restarted() {
+	t.mu.Lock()
+	t.base = nil
+	t.mu.Unlock()
+}
+
+// total returns the faults injected so far, by kind.
+func (t *faultTally) total() map[string]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]int64, len(t.acc))
+	for k, v := range t.acc {
+		out[k] = v
 	}
 	return out
 }

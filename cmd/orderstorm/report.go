@@ -48,10 +48,12 @@ type HTTPTotals struct {
 
 // FaultTotals counts injected faults.
 type FaultTotals struct {
-	Proxy        ProxyStats       `json:"proxy"`
-	Paysim       map[string]int64 `json:"paysim"`
-	Planned      map[string]int64 `json:"planned_by_harness"`
-	OrderdKilled int64            `json:"orderd_sigkill"`
+	Proxy         ProxyStats       `json:"proxy"`
+	Paysim        map[string]int64 `json:"paysim"`
+	Planned       map[string]int64 `json:"planned_by_harness"`
+	OrderdKilled  int64            `json:"orderd_sigkill"`
+	PaysimKilled  int64            `json:"paysim_sigkill"`
+	DBConnsKilled int64            `json:"db_connections_terminated"`
 }
 
 // ReconcileTotals counts operations left without a definitive answer.
@@ -139,6 +141,12 @@ func PrintSummary(w io.Writer, r *Result) {
 	if f.OrderdKilled > 0 {
 		line("orderd SIGKILLed and restarted", f.OrderdKilled, "")
 	}
+	if f.PaysimKilled > 0 {
+		line("paysim SIGKILLed and restarted", f.PaysimKilled, "")
+	}
+	if f.DBConnsKilled > 0 {
+		line("orderd's DB connections terminated", f.DBConnsKilled, "(pg_terminate_backend)")
+	}
 	line("unresolved after storm → reconcile", fmt.Sprintf("%d → %d", r.Reconcile.Before, r.Reconcile.After), "(re-sent with the same key, faults off)")
 	if c := r.Check; c != nil {
 		ledger := "provider ledger not checked (no -paysim)"
@@ -205,17 +213,20 @@ func decadeShares(s LatencyStats) []float64 {
 // PrintLatency writes the latency table: percentiles, and a histogram by
 // decade (share of calls).
 func PrintLatency(w io.Writer, stats []LatencyStats) {
-	fmt.Fprintf(w, "  %-8s %7s %8s %8s %8s %8s  |", "latency", "count", "p50 ms", "p95 ms", "p99 ms", "max ms")
+	fmt.Fprintf(w, "  %-11s %7s %8s %8s %8s %8s  |", "latency", "count", "p50 ms", "p95 ms", "p99 ms", "max ms")
 	for _, d := range decades {
 		fmt.Fprintf(w, " %6s", d.label)
 	}
 	fmt.Fprintln(w)
 	for _, s := range stats {
-		fmt.Fprintf(w, "  %-8s %7d %8.2f %8.2f %8.2f %8.1f  |", s.Kind, s.Count, s.P50Ms, s.P95Ms, s.P99Ms, s.MaxMs)
+		fmt.Fprintf(w, "  %-11s %7d %8.2f %8.2f %8.2f %8.1f  |", s.Kind, s.Count, s.P50Ms, s.P95Ms, s.P99Ms, s.MaxMs)
 		for _, v := range decadeShares(s) {
-			if v == 0 {
+			switch {
+			case v == 0:
 				fmt.Fprintf(w, " %6s", "·")
-			} else {
+			case v < 0.05:
+				fmt.Fprintf(w, " %6s", "<0.1%")
+			default:
 				fmt.Fprintf(w, " %5.1f%%", v)
 			}
 		}

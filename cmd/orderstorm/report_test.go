@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orderly/orderly/paysim"
 )
 
 func TestPercentileNearestRank(t *testing.T) {
@@ -105,5 +107,21 @@ func TestReportOutputs(t *testing.T) {
 	}
 	if elements < 20 {
 		t.Errorf("only %d SVG elements", elements)
+	}
+}
+
+// TestFaultTallyAcrossRestarts: paysim's counters restart from zero when it
+// does; the tally keeps the run's total.
+func TestFaultTallyAcrossRestarts(t *testing.T) {
+	st := func(drop, timeout int64) paysim.Stats {
+		return paysim.Stats{FaultsInjected: map[paysim.FaultKind]int64{paysim.FaultDrop: drop, paysim.FaultTimeout: timeout}}
+	}
+	tally := newFaultTally(st(100, 50)) // counters before the run
+	tally.fold(st(110, 52))             // before a kill
+	tally.restarted()
+	tally.fold(st(4, 1)) // at the end, after the restart
+	got := tally.total()
+	if got["drop"] != 14 || got["timeout"] != 3 {
+		t.Errorf("tally %v, want drop 14, timeout 3", got)
 	}
 }

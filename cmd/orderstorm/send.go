@@ -127,7 +127,11 @@ func (s *Sender) Send(ctx context.Context, op *Op, inst int, via string) Obs {
 	if op.Keyed {
 		ob = s.keyed(ctx, op, inst)
 	} else {
-		ob = s.keyless(ctx, op, inst)
+		body := op.Body
+		if via == ViaDoubleClick && op.AltBody != nil {
+			body = op.AltBody
+		}
+		ob = s.keyless(ctx, op, inst, body)
 	}
 	ob.Via, ob.Instance, ob.Latency, ob.At = via, inst, time.Since(start), start
 	if ob.Attempts > 1 {
@@ -195,12 +199,12 @@ func shorten(s string) string {
 // keyless sends op without an Idempotency-Key, retrying network failures
 // and retryable answers with the same body, as a browser form or a naive
 // client would.
-func (s *Sender) keyless(ctx context.Context, op *Op, inst int) Obs {
+func (s *Sender) keyless(ctx context.Context, op *Op, inst int, body []byte) Obs {
 	url := s.bases[inst] + op.Path
 	ob := Obs{}
 	for attempt := 1; attempt <= s.attempts; attempt++ {
 		ob.Attempts = attempt
-		status, header, body, err := s.rawOnce(ctx, url, op.Body)
+		status, header, answer, err := s.rawOnce(ctx, url, body)
 		wait := s.jitter(attempt)
 		if err != nil {
 			ob.Status, ob.Err = 0, shorten(err.Error())
@@ -212,7 +216,7 @@ func (s *Sender) keyless(ctx context.Context, op *Op, inst int) Obs {
 			ob.Replayed = header.Get("Idempotency-Replayed") == "true"
 			if status >= 200 && status < 300 {
 				var o struct{ ID, State string }
-				if jerr := json.Unmarshal(body, &o); jerr != nil {
+				if jerr := json.Unmarshal(answer, &o); jerr != nil {
 					ob.Err = "decoding: " + jerr.Error()
 					return ob
 				}
@@ -220,7 +224,7 @@ func (s *Sender) keyless(ctx context.Context, op *Op, inst int) Obs {
 				return ob
 			}
 			var p struct{ Type string }
-			_ = json.Unmarshal(body, &p)
+			_ = json.Unmarshal(answer, &p)
 			ob.Code = p.Type[strings.LastIndex(p.Type, "/")+1:]
 			if !retryableAnswer(status, ob.Code) {
 				ob.Definitive = true

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Proc is a process the harness started and owns: the only kind it ever
@@ -167,6 +169,8 @@ type Cluster struct {
 	Paysim *Proc
 	Orderd []*Proc
 	Kills  atomic.Int64
+	// PaysimKills counts SIGKILLs of the spawned paysim.
+	PaysimKills atomic.Int64
 }
 
 // ClusterConfig configures Spawn.
@@ -245,9 +249,18 @@ func (c *Cluster) PaysimURL() string {
 	return "http://" + c.Paysim.Addr()
 }
 
-// Chaos SIGKILLs a random spawned orderd every interval and restarts it on
-// its address, until ctx ends or stop passes. It reports failures to logf.
-func (c *Cluster) Chaos(ctx context.Context, every time.Duration, stop time.Time, pick func(int) int, logf func(string, ...any)) {
+// Chaos SIGKILLs a random spawned orderd (or, with withPaysim, the spawned
+// paysim too) every interval and restarts it on its address, until ctx ends
+// or stop passes. It reports failures to logf.
+//
+// beforePaysimKill and afterPaysimRestart (either may be nil) run around a
+// kill of paysim, whose run-level faults and counters a restart resets.
+func (c *Cluster) Chaos(ctx context.Context, every time.Duration, stop time.Time, withPaysim bool, pick func(int) int,
+	beforePaysimKill, afterPaysimRestart func(), logf func(string, ...any)) {
+	victims := append([]*Proc{}, c.Orderd...)
+	if withPaysim && c.Paysim != nil {
+		victims = append(victims, c.Paysim)
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -259,12 +272,19 @@ func (c *Cluster) Chaos(ctx context.Context, every time.Duration, stop time.Time
 		if time.Now().After(stop) {
 			return
 		}
-		p := c.Orderd[pick(len(c.Orderd))]
+		p := victims[pick(len(victims))]
+		if p == c.Paysim && beforePaysimKill != nil {
+			beforePaysimKill()
+		}
 		if err := p.Kill(); err != nil {
 			logf("chaos: kill %s: %v", p.Name, err)
 			continue
 		}
-		c.Kills.Add(1)
+		if p == c.Paysim {
+			c.PaysimKills.Add(1)
+		} else {
+			c.Kills.Add(1)
+		}
 		time.Sleep(200 * time.Millisecond)
 		var err error
 		for try := 0; try < 5; try++ { // the port may take a moment to free
@@ -275,6 +295,8 @@ func (c *Cluster) Chaos(ctx context.Context, every time.Duration, stop time.Time
 		}
 		if err != nil {
 			logf("chaos: restart %s: %v", p.Name, err)
+		} else if p == c.Paysim && afterPaysimRestart != nil {
+			afterPaysimRestart()
 		}
 	}
 }
@@ -288,5 +310,45 @@ func (c *Cluster) Stop() {
 	wg.Wait()
 	if c.Paysim != nil {
 		c.Paysim.Stop()
+	}
+}
+
+// KillDBConnections terminates, every interval until ctx ends or stop
+// passes, the PostgreSQL backends of the run's database that serve the
+// spawned orderd (every client backend of that database but this one and
+// the harness's own): their next statement fails, and a COMMIT in flight
+// may have committed without orderd hearing it. It returns how many
+// backends it terminated.
+func KillDBConnections(ctx context.Context, dbURL string, every time.Duration, stop time.Time, logf func(string, ...any)) int64 {
+	var n int64
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return n
+		case <-t.C:
+		}
+		if time.Now().After(stop) {
+			return n
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := pgx.Connect(cctx, dbURL)
+		if err != nil {
+			cancel()
+			logf("chaos: connect to kill backends: %v", err)
+			continue
+		}
+		var k int64
+		err = conn.QueryRow(cctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+			  AND application_name NOT LIKE 'orderstorm%'`).Scan(&k)
+		_ = conn.Close(cctx)
+		cancel()
+		if err != nil {
+			logf("chaos: kill backends: %v", err)
+			continue
+		}
+		n += k
 	}
 }

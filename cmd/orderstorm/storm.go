@@ -30,13 +30,15 @@ type Mix struct {
 	RacePayFul   float64 // pay and fulfil race on different instances
 	CancelPaid   float64 // a paid order is cancelled (refund)
 	StopPaid     float64 // a paid order is left unfulfilled
+	RaceFulCncl  float64 // a paid order gets fulfil and cancel at once on different instances
+	Impatient    float64 // after a pay without an answer, the shopper pays again with a new key
 }
 
 // DefaultMix is the default storm traffic.
 var DefaultMix = Mix{
 	DoubleClick: 0.15, Parallel: 0.15, Replay: 0.2, MethodFaults: 0.06, SKUFaults: 0.04, OutOfStock: 0.01,
 	Decline: 0.04, NewKeyRepeat: 0.05, CancelRCVD: 0.08, Abandon: 0.04, RacePayCncl: 0.04, RacePayFul: 0.03,
-	CancelPaid: 0.08, StopPaid: 0.05,
+	CancelPaid: 0.08, StopPaid: 0.05, RaceFulCncl: 0.04, Impatient: 0.5,
 }
 
 // Storm drives shoppers against the instances.
@@ -251,6 +253,14 @@ func (s *Storm) pay(ctx context.Context, rng *rand.Rand, o *OrderRec) bool {
 		op := s.newOp(o, p, opSpec{kind: KindPay, pay: s.payInput(o, method), allowed: allowPay})
 		ob, ok := s.perform(ctx, rng, op, p)
 		switch {
+		case !ok && rng.Float64() < s.Mix.Impatient:
+			// No answer: the shopper reloads the page and pays again, with a
+			// new key. Money must still move once. The abandoned pay now
+			// races what the shopper does next (its answer, once the
+			// reconciler gets one, may be a 409 for a cancelled order).
+			s.count(&s.dups, "new_key_after_no_answer", 1)
+			op.Race, op.Allowed = true, allowPayRace
+			method = approvedMethod
 		case !ok:
 			return false
 		case ob.Status == http.StatusOK:
@@ -280,6 +290,8 @@ func (s *Storm) payFlow(ctx context.Context, rng *rand.Rand, o *OrderRec) {
 	case x < s.Mix.CancelPaid:
 		s.cancel(ctx, rng, o, allowCancel, false)
 	case x < s.Mix.CancelPaid+s.Mix.StopPaid:
+	case x < s.Mix.CancelPaid+s.Mix.StopPaid+s.Mix.RaceFulCncl:
+		s.raceFulfilCancel(ctx, rng, o)
 	default:
 		p := s.pattern(rng)
 		op := s.newOp(o, p, opSpec{kind: KindFulfill, allowed: allowFulfil})
@@ -319,6 +331,22 @@ func (s *Storm) race(ctx context.Context, rng *rand.Rand, o *OrderRec, other str
 		op := s.newOp(o, single, opSpec{kind: KindFulfill, allowed: allowFulfil})
 		s.perform(ctx, rng, op, single)
 	}
+}
+
+// raceFulfilCancel sends fulfil and cancel on a paid order at the same
+// moment to different instances: a shipment and a refund must never both
+// happen.
+func (s *Storm) raceFulfilCancel(ctx context.Context, rng *rand.Rand, o *OrderRec) {
+	s.count(&s.dups, "race fulfill+cancel", 1)
+	ful := s.newOp(o, single, opSpec{kind: KindFulfill, allowed: allowFulfilRace, race: true})
+	cnl := s.newOp(o, single, opSpec{kind: KindCancel, allowed: allowCancelRace, race: true})
+	r1, r2 := rand.New(rand.NewPCG(rng.Uint64(), 3)), rand.New(rand.NewPCG(rng.Uint64(), 4))
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { <-gate; s.perform(ctx, r1, ful, single) })
+	wg.Go(func() { <-gate; s.perform(ctx, r2, cnl, single) })
+	close(gate)
+	wg.Wait()
 }
 
 // replaySequence re-sends every operation of o that has a stored outcome,

@@ -97,8 +97,12 @@ func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o orde
 	k := *key
 	args := append(orderArgs(o, items), k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, k.StatusCode,
 		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.CreatedAt, k.ExpiresAt)
+	query := claimAndInsertOrder
+	if k.Derived {
+		query = claimDerivedAndInsertOrder
+	}
 	var claimed bool
-	if err := s.pool.QueryRow(ctx, claimAndInsertOrder, args...).Scan(&claimed); err != nil {
+	if err := s.pool.QueryRow(ctx, query, args...).Scan(&claimed); err != nil {
 		return nil, translate(err)
 	}
 	if claimed {

@@ -16,21 +16,31 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 // claimAndInsertOrder claims a completed key ($13..$22: tenant, key hash,
 // fingerprint, derived, status, resource, error code, error detail,
 // created, expires) and inserts the order ($1..$12) only if the claim
-// succeeded, in one statement. On a conflict it takes over only an expired
-// derived key. It returns whether the key was claimed.
-const claimAndInsertOrder = `
-WITH claim AS (
-    INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id,
-                                  error_code, error_detail, created_at, expires_at)
-    VALUES ($13, $14, $15, $16, 'completed', $17, $18, $19, $20, $21, $22)
-    ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
+// succeeded, in one statement. It returns whether the key was claimed.
+//
+// A client key is claimed with ON CONFLICT DO NOTHING: a replay then reads
+// the conflicting row without locking or writing it (no WAL, no row lock
+// queue for a burst of retries). A derived key may take over an expired
+// one, which needs DO UPDATE … WHERE.
+var (
+	claimAndInsertOrder        = claimAndInsert(`DO NOTHING`)
+	claimDerivedAndInsertOrder = claimAndInsert(`DO UPDATE SET
         fingerprint = EXCLUDED.fingerprint, derived = EXCLUDED.derived, state = 'completed',
         status_code = EXCLUDED.status_code, resource_id = EXCLUDED.resource_id,
         error_code = EXCLUDED.error_code, error_detail = EXCLUDED.error_detail,
         locked_until = NULL, recovery_point = NULL, attempt_key = NULL, tombstone_until = NULL,
         fencing_token = idempotency_keys.fencing_token + 1,
         created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-    WHERE ` + derivedExpired + `
+    WHERE ` + derivedExpired)
+)
+
+func claimAndInsert(onConflict string) string {
+	return `
+WITH claim AS (
+    INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id,
+                                  error_code, error_detail, created_at, expires_at)
+    VALUES ($13, $14, $15, $16, 'completed', $17, $18, $19, $20, $21, $22)
+    ON CONFLICT (tenant_id, key_hash) ` + onConflict + `
     RETURNING 1
 ), created AS (
     INSERT INTO orders (` + orderColumns + `)
@@ -39,6 +49,7 @@ WITH claim AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM claim)`
+}
 
 // derivedExpired: the conflicting key is a derived key past its window
 // (completed, or already a tombstone), which a new claim replaces.
