@@ -37,6 +37,20 @@ func TestKeyStatus(t *testing.T) {
 			t.Fatalf("expires_at %v is not about 24h away", st.ExpiresAt)
 		}
 
+		t.Run("a key with reserved characters is found percent-encoded", func(t *testing.T) {
+			odd := "a/b+c " + newKey(t)[:8]
+			odd = odd[:5] + "_" + odd[6:] // keys are visible ASCII: no space
+			o := create(t, env, testenv.KeyA, odd, newCustomer(t))
+			r := do(t, env, http.MethodGet, "/v1/idempotency-keys/"+url.PathEscape(odd), testenv.KeyA, "", nil)
+			wantStatus(t, r, http.StatusOK)
+			var got struct {
+				Key        string `json:"key"`
+				ResourceID string `json:"resource_id"`
+			}
+			if err := json.Unmarshal(r.Body, &got); err != nil || got.Key != odd || got.ResourceID != o.ID {
+				t.Fatalf("status of %q = %+v (%v), want its order %s", odd, got, err, o.ID)
+			}
+		})
 		t.Run("another tenant's key is not found", func(t *testing.T) {
 			wantProblem(t, do(t, env, http.MethodGet, "/v1/idempotency-keys/"+url.PathEscape(key), testenv.KeyB, "", nil),
 				http.StatusNotFound, order.ENotFound)

@@ -193,11 +193,17 @@ func preferWait(values []string) time.Duration {
 			if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
 				continue
 			}
-			n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(val), `"`))
-			if err != nil || n < 0 {
-				return 0
+			// RFC 7240 §2: a preference may carry parameters after ";".
+			val, _, _ = strings.Cut(val, ";")
+			val = strings.Trim(strings.TrimSpace(val), `"`)
+			if val == "" || strings.Trim(val, "0123456789") != "" {
+				return 0 // not delta-seconds (RFC 9110 §5.6.7: digits only)
 			}
-			return time.Duration(min(n, 3600)) * time.Second
+			n, err := strconv.Atoi(val)
+			if err != nil || n > 3600 {
+				n = 3600 // larger than any cap; the service applies its own
+			}
+			return time.Duration(n) * time.Second
 		}
 	}
 	return 0

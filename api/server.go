@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -324,7 +325,12 @@ func (s *server) call(r *http.Request, id string, key idempotency.Key) service.C
 // getKeyStatus answers GET /v1/idempotency-keys/{key}: the key's state, its
 // expiry, and the outcome's resource and status.
 func (s *server) getKeyStatus(w http.ResponseWriter, r *http.Request) {
-	key, err := idempotency.ParseKey(chi.URLParam(r, "key"))
+	raw, err := url.PathUnescape(chi.URLParam(r, "key"))
+	if err != nil {
+		writeError(w, r, s.log, order.Errorf(order.EInvalid, "the key in the path is not valid percent-encoding"))
+		return
+	}
+	key, err := idempotency.ParseKey(raw)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

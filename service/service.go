@@ -216,16 +216,15 @@ func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.K
 		return Result{}, err
 	}
 	if held != nil {
-		return s.held(ctx, key, *held, now, 0)
+		return s.held(ctx, key, *held, now)
 	}
 	return Result{Order: o, Status: StatusCreated, KeyExpiresAt: expiry(rec)}, nil
 }
 
 // held answers a request whose key another request holds: a replay of a
 // completed outcome, or the reason there is none (EKeyReused, EKeyExpired,
-// EKeyInProgress). With wait > 0 (Prefer: wait, RFC 7240 §4.3) it waits up
-// to wait (capped by Config.MaxWait) for an in-progress holder to finish.
-func (s *Service) held(ctx context.Context, key idempotency.Key, h idempotency.Record, now time.Time, wait time.Duration) (Result, error) {
+// EKeyInProgress).
+func (s *Service) held(ctx context.Context, key idempotency.Key, h idempotency.Record, now time.Time) (Result, error) {
 	keyed := Result{KeyExpiresAt: h.ExpiresAt}
 	if h.Fingerprint != key.Fingerprint {
 		return keyed, order.Errorf(order.EKeyReused,
@@ -236,37 +235,31 @@ func (s *Service) held(ctx context.Context, key idempotency.Key, h idempotency.R
 			"this Idempotency-Key expired at %s; retry with a new key", h.ExpiresAt.Format(time.RFC3339))
 	}
 	if h.State != idempotency.StateCompleted {
-		if wait = min(wait, s.cfg.MaxWait); wait > 0 {
-			return s.awaitCompletion(ctx, key, h, wait)
-		}
 		return keyed, order.Errorf(order.EKeyInProgress,
 			"a request with this Idempotency-Key is still being processed; retry later with the same key")
 	}
 	return s.replay(ctx, h)
 }
 
-// awaitCompletion polls the key until its holder completes it or wait runs
-// out.
-func (s *Service) awaitCompletion(ctx context.Context, key idempotency.Key, h idempotency.Record, wait time.Duration) (Result, error) {
+// awaitHolder polls a key held in progress until its holder completes or
+// releases it, or wait (Prefer: wait, RFC 7240 §4.3) runs out, and returns
+// the key as last read.
+func (s *Service) awaitHolder(ctx context.Context, h idempotency.Record, wait time.Duration) idempotency.Record {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	t := time.NewTicker(waitPoll)
 	defer t.Stop()
-	for {
+	for h.State == idempotency.StateInProgress {
 		select {
 		case <-ctx.Done():
-			return Result{}, order.Errorf(order.EKeyInProgress,
-				"a request with this Idempotency-Key is still being processed; retry later with the same key")
+			return h
 		case <-t.C:
 		}
-		r, err := s.store.LookupKey(ctx, h.TenantID, h.KeyHash)
-		if err != nil {
-			continue
-		}
-		if r.State == idempotency.StateCompleted {
-			return s.held(ctx, key, r, s.cfg.Now(), 0)
+		if r, err := s.store.LookupKey(ctx, h.TenantID, h.KeyHash); err == nil {
+			h = r
 		}
 	}
+	return h
 }
 
 // waitPoll is how often a request that waits (Prefer: wait) re-reads a key.

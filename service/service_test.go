@@ -49,7 +49,8 @@ func (g *gateway) Charge(ctx context.Context, req payment.ChargeRequest) (paymen
 		<-h
 	}
 	ch, err := g.Simulator.Charge(ctx, req)
-	if err == nil && g.dropNext.CompareAndSwap(true, false) {
+	if g.dropNext.CompareAndSwap(true, false) {
+		// The provider decided (captured or declined); the answer is lost.
 		return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
 	}
 	return ch, err
@@ -374,4 +375,45 @@ func count(t *testing.T, f *fixture, customer string) int {
 		t.Fatal(err)
 	}
 	return len(os)
+}
+
+// TestResumedKeyKeepsItsOwnAttempt: a pay whose answer was lost was in fact
+// declined. Another request with another card must neither adopt that
+// outcome nor have its card swapped (409 order_busy until it is resolved);
+// the lost request, resumed, ends with its own decline — never a second
+// charge of its card at a later version — and the other card then pays.
+func TestResumedKeyKeepsItsOwnAttempt(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		poor := service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: payment.TestMethodInsufficientFunds}
+		f.gw.dropNext.Store(true)
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K1")}, poor); order.ErrorCode(err) != order.EUnavailable {
+			t.Fatalf("K1 with a lost answer: %v, want EUnavailable", err)
+		}
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K2")}, payIn); order.ErrorCode(err) != order.EOrderBusy {
+			t.Fatalf("K2 with another card while K1's charge is unresolved: %v, want EOrderBusy", err)
+		}
+		if n, err := f.svc.RecoverAbandoned(ctx, 10); err != nil || n != 1 {
+			t.Fatalf("completer took over %d (%v), want K1", n, err)
+		}
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K1")}, poor)
+		if order.ErrorCode(err) != order.EDeclined || !res.Replayed {
+			t.Fatalf("K1 after recovery = %+v, %v; want its own decline, replayed", res, err)
+		}
+		callsBefore := f.gw.Calls()
+		res, err = f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K2")}, payIn)
+		if err != nil || res.Order.State != order.Paid {
+			t.Fatalf("K2 after K1 resolved = %+v, %v; want PAID with its own card", res, err)
+		}
+		if f.gw.Calls() != callsBefore+1 || f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("charge calls %d→%d, captures %d; want exactly one new call and one capture",
+				callsBefore, f.gw.Calls(), f.gw.Captures(o.ID))
+		}
+		for _, ch := range f.gw.Charges() {
+			if ch.OrderID == o.ID && ch.IdempotencyKey != o.ID+"/pay/2" {
+				t.Fatalf("captured %s, want only the second version's charge", ch.IdempotencyKey)
+			}
+		}
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -105,8 +104,22 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 	if err != nil {
 		return Result{}, err
 	}
+	if !acquired && rec.State == idempotency.StateInProgress && rec.Fingerprint == key.Fingerprint {
+		if wait := min(c.Wait, s.cfg.MaxWait); wait > 0 {
+			rec = s.awaitHolder(ctx, rec, wait)
+			if rec.State == idempotency.StateRetryableFailure || rec.State == idempotency.StateUnknownOutcome {
+				// The holder let go without an outcome: this request,
+				// the same one, takes over now rather than answer 409.
+				now = s.cfg.Now()
+				claim.CreatedAt, claim.LockedUntil = now.UTC().Truncate(time.Microsecond), now.Add(s.cfg.LeaseDuration)
+				if rec, acquired, err = s.store.AcquireLease(ctx, claim); err != nil {
+					return Result{}, err
+				}
+			}
+		}
+	}
 	if !acquired {
-		return s.held(ctx, key, rec, now, c.Wait)
+		return s.held(ctx, key, rec, now)
 	}
 	if rec.ResourceID != c.OrderID {
 		return Result{}, fmt.Errorf("lease on key for %s resumed for %s", rec.ResourceID, c.OrderID)
@@ -130,11 +143,21 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 	// provider but could not write yet (its compare-and-set lost a race and
 	// was rolled back); whatever the key's outcome, it settles the attempt.
 	var carry *store.AttemptUpdate
-	for range maxDecisions {
+	for i := range maxDecisions {
 		now := s.cfg.Now()
 		o, err := s.store.GetOrder(ctx, rec.TenantID, rec.ResourceID)
 		if err != nil {
 			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, notFound(err, rec.ResourceID))
+		}
+		if i == 0 && rec.AttemptKey != "" {
+			// A resumed key whose attempt another holder settled meanwhile
+			// (a decline, a refusal) ends with that attempt's outcome: its
+			// request was that attempt, not a new one at a later version.
+			if prior, err := s.store.GetAttempt(ctx, rec.AttemptKey); err == nil {
+				if r := s.settled(prior); r.class == declined || r.class == rejected {
+					return s.completeFinal(ctx, rec, lease, o, r.err, nil, nil)
+				}
+			}
 		}
 		if check != nil {
 			if err := check(o); err != nil {
@@ -176,6 +199,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		case err != nil:
 			return s.lost(err)
 		}
+
 		r := s.settled(stored)
 		if r.class == 0 {
 			r = eff.call(ctx, stored, o)
@@ -312,17 +336,17 @@ func (s *Service) payEffect(method string) effect {
 				// Never charge blindly again: ask first.
 				ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
 				if !errors.Is(err, payment.ErrChargeNotFound) {
-					return classifyCharge(ch, err)
+					return s.classifyCharge(ch, err)
 				}
 			}
 			ch, err := s.gateway.Charge(ctx, payment.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: a.OrderID,
 				Amount: a.Amount, Currency: a.Currency, PaymentMethod: a.PaymentMethod})
-			return classifyCharge(ch, err)
+			return s.classifyCharge(ch, err)
 		},
 	}
 }
 
-func classifyCharge(ch payment.Charge, err error) callResult {
+func (s *Service) classifyCharge(ch payment.Charge, err error) callResult {
 	var decline *payment.DeclineError
 	switch {
 	case err == nil:
@@ -337,7 +361,7 @@ func classifyCharge(ch payment.Charge, err error) callResult {
 	default:
 		// Retryable, or a refusal that is not a decline (an invalid
 		// request): the provider acted on nothing, so nothing is stored.
-		return callResult{class: retryable, err: unavailable("payment provider", err)}
+		return callResult{class: retryable, err: s.unavailable("payment provider", err)}
 	}
 }
 
@@ -353,23 +377,23 @@ func (s *Service) shipEffect() effect {
 			if a.Status == store.AttemptUnknown {
 				sh, err := s.warehouse.Lookup(ctx, a.ProviderKey)
 				if !errors.Is(err, fulfillment.ErrShipmentNotFound) {
-					return classifyShipment(sh, err)
+					return s.classifyShipment(sh, err)
 				}
 			}
 			sh, err := s.warehouse.Ship(ctx, fulfillment.ShipmentRequest{IdempotencyKey: a.ProviderKey, OrderID: o.ID, Items: o.Items})
-			return classifyShipment(sh, err)
+			return s.classifyShipment(sh, err)
 		},
 	}
 }
 
-func classifyShipment(sh fulfillment.Shipment, err error) callResult {
+func (s *Service) classifyShipment(sh fulfillment.Shipment, err error) callResult {
 	switch {
 	case err == nil:
 		return callResult{class: succeeded, ref: sh.ID}
 	case fulfillment.IsUnknownOutcome(err):
 		return callResult{class: unknown, err: unknownErr("warehouse")}
 	case fulfillment.IsRetryable(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return callResult{class: retryable, err: unavailable("warehouse", err)}
+		return callResult{class: retryable, err: s.unavailable("warehouse", err)}
 	case errors.Is(err, fulfillment.ErrIdempotencyKeyReused):
 		return callResult{class: contended, err: order.Errorf(order.EOrderBusy, "another fulfilment of this order is in progress; retry")}
 	case errors.Is(err, fulfillment.ErrOutOfStock):
@@ -402,7 +426,7 @@ func (s *Service) refundEffect() effect {
 			case payment.IsUnknownOutcome(err):
 				return callResult{class: unknown, err: unknownErr("payment provider")}
 			default:
-				return callResult{class: retryable, err: unavailable("payment provider", err)}
+				return callResult{class: retryable, err: s.unavailable("payment provider", err)}
 			}
 		},
 	}
@@ -416,7 +440,14 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 	if o.PaidAt != nil {
 		return nil // cancelled from PAID: the cancel refunded it
 	}
-	_, err := s.gateway.Refund(ctx, payment.RefundRequest{
+	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version-1))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (a.Status == store.AttemptFailed || a.Status == store.AttemptDeclined)) {
+		return nil // no charge was ever attempted, or none was captured
+	}
+	if err != nil {
+		return err
+	}
+	_, err = s.gateway.Refund(ctx, payment.RefundRequest{
 		IdempotencyKey: o.ID + "/refund", ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount,
 	})
 	switch {
@@ -426,7 +457,7 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 	case errors.Is(err, payment.ErrChargeNotFound):
 		return nil
 	default:
-		return unavailable("payment provider", err)
+		return s.unavailable("payment provider", err)
 	}
 }
 
@@ -437,8 +468,8 @@ func chargeKey(id string, version int64) string { return fmt.Sprintf("%s/pay/%d"
 
 // unavailable is the client-facing error of a retryable provider failure;
 // the cause goes to the log, not to the client.
-func unavailable(who string, err error) *order.Error {
-	slog.Default().Warn("provider call failed", "provider", who, "err", err)
+func (s *Service) unavailable(who string, err error) *order.Error {
+	s.cfg.Logger.Warn("provider call failed", "provider", who, "err", err)
 	return &order.Error{Code: order.EUnavailable, Message: fmt.Sprintf(
 		"the %s is unavailable; nothing was done — retry with the same Idempotency-Key", who)}
 }

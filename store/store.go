@@ -168,7 +168,9 @@ type Store interface {
 	// AttemptKey a.ProviderKey, and returns the attempt as stored, all in
 	// one transaction holding the order's row. Errors: ErrLeaseLost (stale
 	// token), ErrVersionConflict (the order is no longer at orderVersion),
-	// ErrAttemptInFlight (another attempt on the order is open).
+	// ErrAttemptInFlight (another attempt on the order is open, or this
+	// provider key is open with another payment method: joining it would
+	// give this request another request's outcome).
 	RecordAttempt(ctx context.Context, lease Lease, a Attempt, orderVersion int64) (Attempt, error)
 
 	// Complete writes c in one transaction fenced by lease. A

@@ -123,8 +123,8 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if !c.Policy.Valid() {
 		return c, fmt.Errorf("-idempotency-policy (ORDERD_IDEMPOTENCY_POLICY) must be derive, require or off, not %q", *policy)
 	}
-	if c.KeyTTL <= 0 || c.DerivedKeyTTL <= 0 || c.TombstoneTTL <= 0 {
-		return c, errors.New("idempotency TTLs must be positive")
+	if c.KeyTTL < time.Second || c.DerivedKeyTTL < time.Second || c.TombstoneTTL < time.Second {
+		return c, errors.New("idempotency TTLs must be at least 1s")
 	}
 	if c.ProviderTimeout <= 0 || c.LeaseDuration <= c.ProviderTimeout {
 		return c, errors.New("-lease (ORDERD_LEASE) must exceed -provider-timeout (ORDERD_PROVIDER_TIMEOUT), both positive")

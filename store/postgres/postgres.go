@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -147,6 +149,13 @@ func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attemp
 		}
 		if err := noOtherOpenAttempt(ctx, tx, a.OrderID, a.ProviderKey); err != nil {
 			return err
+		}
+		var clash bool
+		if err := tx.QueryRow(ctx, sameKeyOtherMethod, a.ProviderKey, a.PaymentMethod).Scan(&clash); err != nil {
+			return err
+		}
+		if clash {
+			return store.ErrAttemptInFlight
 		}
 		if _, err := tx.Exec(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
 			a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode), a.CreatedAt, a.UpdatedAt); err != nil {
@@ -406,7 +415,12 @@ func translate(err error) error {
 		}
 		return fmt.Errorf("postgres: %w", err)
 	}
-	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || isConnectError(err) {
+	var netErr net.Error
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || isConnectError(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) {
+		// The connection broke (a restart, a reset). A statement that was
+		// sent may or may not have committed; the client's retry with the
+		// same key finds out.
 		return &order.Error{Code: order.EUnavailable, Message: "the database is unavailable"}
 	}
 	return fmt.Errorf("postgres: %w", err)

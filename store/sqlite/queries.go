@@ -77,6 +77,13 @@ const otherOpenAttempt = `
 SELECT EXISTS (SELECT 1 FROM provider_attempts
                WHERE order_id = ?1 AND provider_key <> ?2 AND status IN ('pending', 'unknown'))`
 
+// sameKeyOtherMethod finds an open attempt with provider key ?1 made with
+// another payment method than ?2: joining it would give this request
+// another request's outcome.
+const sameKeyOtherMethod = `
+SELECT EXISTS (SELECT 1 FROM provider_attempts
+               WHERE provider_key = ?1 AND payment_method <> ?2 AND status IN ('pending', 'unknown'))`
+
 const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = ?1`
 
 const updateAttempt = `

@@ -142,6 +142,13 @@ func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attemp
 		if err := noOtherOpenAttempt(ctx, tx, a.OrderID, a.ProviderKey); err != nil {
 			return err
 		}
+		var clash bool
+		if err := tx.QueryRowContext(ctx, sameKeyOtherMethod, a.ProviderKey, a.PaymentMethod).Scan(&clash); err != nil {
+			return err
+		}
+		if clash {
+			return store.ErrAttemptInFlight
+		}
 		if _, err := tx.ExecContext(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
 			a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode),
 			micros(a.CreatedAt), micros(a.UpdatedAt)); err != nil {
