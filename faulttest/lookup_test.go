@@ -55,18 +55,22 @@ func testLookupFailsAfterUnknownOutcome(t *testing.T, e *env) {
 		t.Errorf("attempt %s/pay/1 is %q after a failed Lookup, want still \"unknown\" (the charge is captured at paysim)", o.ID, status)
 	}
 
+	// Another card may not join the unresolved charge (it would take on
+	// another request's outcome): 409 order_busy, and nothing is charged.
 	k2 := newKey("lookup-repay")
 	fr.track(o.ID, k2, "pm_card_visa")
-	first := fr.api.pay(ctx, o.ID, k2, "pm_card_visa")
-	t.Logf("first pay with a new key and pm_card_visa: %v %s; attempt %s", first, first.body, attemptStatus(t, dbURL, o.ID+"/pay/1"))
-	r2, n := fr.api.payUntilFinal(o.ID, k2, "pm_card_visa")
-	if r2.status != http.StatusOK || r2.order.State != "PAID" {
-		t.Errorf("pay with a new key and pm_card_visa = %v after %d tries, want 200 PAID (the existing capture)", r2, n)
+	if first := fr.api.pay(ctx, o.ID, k2, "pm_card_visa"); first.status != http.StatusConflict {
+		t.Errorf("pay with a new key and another card while the charge is unresolved = %v, want 409 order_busy", first)
 	}
-	// The first key's own retry (the completer is off here) now finds the
-	// order paid: a 200, not a second charge.
+	// The first key's own retry (the completer is off here) asks paysim,
+	// finds the capture and completes: a 200, not a second charge.
 	if r1, n := fr.api.payUntilFinal(o.ID, k1, paysim.MethodFaultDropAfterCommit); r1.status != http.StatusOK || r1.order.State != "PAID" {
 		t.Errorf("retry of the first key = %v after %d tries, want 200 PAID", r1, n)
+	}
+	// Now the other card's pay is a no-op on a PAID order.
+	r2, n := fr.api.payUntilFinal(o.ID, k2, "pm_card_visa")
+	if r2.status != http.StatusOK || r2.order.State != "PAID" {
+		t.Errorf("pay with a new key after the first resolved = %v after %d tries, want 200 PAID", r2, n)
 	}
 	fr.row.note = "attempt " + status + " after the failed Lookup; new key: " + r2.String()
 	fr.finish()

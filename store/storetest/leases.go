@@ -272,7 +272,20 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 
 				second := mustAcquire(t, s, newClaim("tenant-a", "pay-2", o.ID, base.Add(time.Minute)))
 				again := newAttempt(o, a.ProviderKey, base.Add(time.Minute))
-				again.Amount, again.PaymentMethod = 1, "pm_other"
+				again.Amount = 1
+				if st == store.AttemptPending || st == store.AttemptUnknown {
+					// An open attempt made with another payment method is
+					// refused: joining it would give this request another
+					// request's outcome. Nothing is written.
+					other := again
+					other.PaymentMethod = "pm_other"
+					if _, err := s.RecordAttempt(t.Context(), store.LeaseOf(second), other, o.Version); !errors.Is(err, store.ErrAttemptInFlight) {
+						t.Fatalf("RecordAttempt with another method on an open attempt: %v, want ErrAttemptInFlight", err)
+					}
+					assertRecord(t, mustLookup(t, s, "tenant-a", second.KeyHash), second)
+				} else {
+					again.PaymentMethod = "pm_other"
+				}
 				assertAttempt(t, mustRecordAttempt(t, s, second, again), stored)
 				assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), stored)
 				want := second
