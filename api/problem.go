@@ -38,6 +38,7 @@ var problems = map[order.Code]problemKind{
 	order.EMismatch:            {http.StatusUnprocessableEntity, "Request does not match the order", false},
 	order.EDeclined:            {http.StatusPaymentRequired, "Payment declined", false},
 	order.EFulfillmentRejected: {http.StatusUnprocessableEntity, "Fulfillment rejected", false},
+	order.ERefundRejected:      {http.StatusUnprocessableEntity, "Refund rejected", false},
 	order.EKeyReused:           {http.StatusUnprocessableEntity, "Idempotency key reused", false},
 	order.EKeyInProgress:       {http.StatusConflict, "Request in progress", true},
 	order.EKeyExpired:          {http.StatusUnprocessableEntity, "Idempotency key expired", false},

@@ -103,7 +103,11 @@ func jsonReason(err error) string {
 			if at == "" {
 				at = "the body"
 			}
-			return fmt.Sprintf("%s must be %s (got %s)", at, want, strings.TrimSpace(se.JSONValue.String()+" "+kindName(se.JSONKind)))
+			got := kindName(se.JSONKind)
+			if len(se.JSONValue) > 0 && len(se.JSONValue) <= 64 {
+				got = string(se.JSONValue) + " " + got
+			}
+			return fmt.Sprintf("%s must be %s (got %s)", at, want, got)
 		}
 	}
 	var syn *jsontext.SyntacticError

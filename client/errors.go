@@ -28,6 +28,7 @@ const (
 	CodeUnsupportedMedia    = "unsupported_media_type"
 	CodeMismatch            = "mismatch"
 	CodeFulfillmentRejected = "fulfillment_rejected"
+	CodeRefundRejected      = "refund_rejected"
 	CodeKeyReused           = "idempotency_key_reused"
 	CodeKeyExpired          = "idempotency_key_expired"
 	CodeKeyRequired         = "idempotency_key_required"

@@ -27,6 +27,9 @@ const (
 	// EFulfillmentRejected: the warehouse refused the shipment for good, such
 	// as an item out of stock; final (422).
 	EFulfillmentRejected Code = "fulfillment_rejected"
+	// ERefundRejected: the payment provider refused a refund for good (it
+	// knows no such charge); final (422).
+	ERefundRejected Code = "refund_rejected"
 	// EKeyReused: an idempotency key was reused with a different request
 	// fingerprint (422, draft-ietf-httpapi-idempotency-key-header §2.7).
 	EKeyReused Code = "idempotency_key_reused"

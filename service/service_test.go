@@ -417,3 +417,28 @@ func TestResumedKeyKeepsItsOwnAttempt(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundRefusedForGoodIsFinal: a provider that knows no charge to refund
+// (the order was paid through another provider) refuses for good; the cancel
+// is a stored 422, not an endless retryable 503, and the order stays PAID.
+func TestRefundRefusedForGoodIsFinal(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("P")}, payIn); err != nil {
+			t.Fatal(err)
+		}
+		other := service.New(f.st, payment.NewSimulator(), fulfillment.NewSimulator(), service.Config{
+			StatusOf: api.StatusOf, Now: f.clk.Now, LeaseDuration: 10 * time.Second,
+		})
+		for i, want := range []bool{false, true} {
+			res, err := other.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")})
+			if order.ErrorCode(err) != order.ERefundRejected || res.Replayed != want || res.Status != 422 {
+				t.Fatalf("cancel %d = %+v, %v; want a 422 refund_rejected (replayed: %v)", i, res, err, want)
+			}
+		}
+		if got, _ := f.st.GetOrder(ctx, "t1", o.ID); got.State != order.Paid {
+			t.Fatalf("order is %s, want PAID", got.State)
+		}
+	})
+}

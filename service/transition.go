@@ -253,6 +253,11 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		order.Errorf(order.EUnavailable, "order %s is changing too fast; retry", rec.ResourceID))
 }
 
+func refundRejected() *order.Error {
+	return order.Errorf(order.ERefundRejected,
+		"the payment provider knows no charge of this order to refund; the order stays PAID — contact support")
+}
+
 func busy(o order.Order) error {
 	return order.Errorf(order.EOrderBusy, "another operation on order %s is in progress with a provider; retry", o.ID)
 }
@@ -266,6 +271,9 @@ func (s *Service) settled(a store.Attempt) callResult {
 	case store.AttemptDeclined:
 		return callResult{class: declined, err: order.Errorf(order.EDeclined, "the payment was declined: %s", a.ErrorCode)}
 	case store.AttemptRejected:
+		if a.Kind == store.AttemptRefund {
+			return callResult{class: rejected, err: refundRejected()}
+		}
 		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected, "the warehouse rejected the shipment")}
 	}
 	return callResult{}
@@ -423,6 +431,8 @@ func (s *Service) refundEffect() effect {
 			switch {
 			case err == nil:
 				return callResult{class: succeeded, ref: rf.ID}
+			case errors.Is(err, payment.ErrChargeNotFound):
+				return callResult{class: rejected, err: refundRejected()}
 			case payment.IsUnknownOutcome(err):
 				return callResult{class: unknown, err: unknownErr("payment provider")}
 			default:
