@@ -1,129 +1,45 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/orderly/orderly/internal/proctest"
 	"github.com/orderly/orderly/store/pgtest"
 )
 
 const testKey = "sk_test_process_0001"
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds orderd once per test run (with the race detector when the
-// tests have it) and returns its path.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "orderd-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "orderd")
-		args := []string{"build", "-o", binPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 // process is one running orderd.
 type process struct {
-	cmd  *exec.Cmd
+	*proctest.Process
 	addr string
-	logs *bytes.Buffer
-	done chan error
 }
 
 // start runs orderd with env and waits until it listens.
 func start(t *testing.T, env ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binary(t))
-	cmd.Env = append(os.Environ(), append([]string{
+	bin := proctest.Build(t, "github.com/orderly/orderly/cmd/orderd")
+	p := proctest.Start(t, bin, append(os.Environ(), append([]string{
 		"ORDERD_ADDR=127.0.0.1:0", "ORDERD_API_KEYS=tenant_p:" + testKey,
-	}, env...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, logs: &bytes.Buffer{}, done: make(chan error, 1)}
-	addrc := make(chan string, 1)
-	var mu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			mu.Lock()
-			p.logs.WriteString(line + "\n")
-			mu.Unlock()
-			var l struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
-				addrc <- l.Addr
-			}
-		}
-		p.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	select {
-	case p.addr = <-addrc:
-	case err := <-p.done:
-		t.Fatalf("orderd exited before listening: %v\n%s", err, p.logs)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("orderd did not listen within 60s\n%s", p.logs)
-	}
-	return p
+	}, env...)...))
+	return &process{Process: p, addr: p.Addr()}
 }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (p *process) stop(t *testing.T) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("orderd exited with %v after SIGTERM", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("orderd did not stop within 30s of SIGTERM")
-	}
-	if !strings.Contains(p.logs.String(), `"msg":"stopped"`) {
+	p.Stop(t, 30*time.Second)
+	if !strings.Contains(p.Logs(), `"msg":"stopped"`) {
 		t.Errorf("no graceful stop logged")
 	}
 }

@@ -1,129 +1,41 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/internal/proctest"
 	"github.com/orderly/orderly/paysim"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds paysim once per test run (with the race detector when the
-// tests have it) and returns its path.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "paysim-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "paysim")
-		args := []string{"build", "-o", binPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 // process is one running paysim.
 type process struct {
-	cmd  *exec.Cmd
+	*proctest.Process
 	addr string
-	mu   sync.Mutex
-	logs bytes.Buffer
-	done chan error
 }
 
 // startProcess runs paysim on a loopback port with its ledger in dataDir and
 // waits until it listens.
 func startProcess(t *testing.T, dataDir string, env ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binary(t))
-	cmd.Env = append(os.Environ(), append([]string{"PAYSIM_ADDR=127.0.0.1:0", "PAYSIM_DATA_DIR=" + dataDir}, env...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, done: make(chan error, 1)}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs.WriteString(line + "\n")
-			p.mu.Unlock()
-			var l struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
-				addrc <- l.Addr
-			}
-		}
-		p.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	select {
-	case p.addr = <-addrc:
-	case err := <-p.done:
-		t.Fatalf("paysim exited before listening: %v\n%s", err, p.output())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("paysim did not listen within 60s\n%s", p.output())
-	}
-	return p
-}
-
-func (p *process) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
+	bin := proctest.Build(t, "github.com/orderly/orderly/cmd/paysim")
+	p := proctest.Start(t, bin, append(os.Environ(), append([]string{"PAYSIM_ADDR=127.0.0.1:0", "PAYSIM_DATA_DIR=" + dataDir}, env...)...))
+	return &process{Process: p, addr: p.Addr()}
 }
 
 // stop sends SIGTERM and waits for a clean exit within limit.
 func (p *process) stop(t *testing.T, limit time.Duration) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("paysim exited with %v\n%s", err, p.output())
-		}
-	case <-time.After(limit):
-		t.Fatalf("paysim did not stop within %s of SIGTERM\n%s", limit, p.output())
-	}
+	p.Stop(t, limit)
 }
 
 // post sends a JSON POST with an Idempotency-Key on a fresh connection.
@@ -217,9 +129,9 @@ func TestProcessFaultsFromEnvironmentAndShutdownDuringATimeout(t *testing.T) {
 		answered <- resp.StatusCode
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(p.output(), `"fault injected"`) {
+	for !strings.Contains(p.Logs(), `"fault injected"`) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the timeout fault never fired\n%s", p.output())
+			t.Fatalf("the timeout fault never fired\n%s", p.Logs())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
