@@ -10,15 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/orderly/orderly/internal/sqlitefile"
 )
 
 // FileName is the database file OpenLedger creates in its directory.
@@ -56,22 +55,10 @@ type Ledger struct {
 // OpenLedger opens (creating if needed) FileName in dir and applies the
 // embedded goose migrations.
 func OpenLedger(ctx context.Context, dir string) (*Ledger, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("paysim: data directory: %w", err)
-	}
-	q := url.Values{}
-	for _, p := range []string{"busy_timeout(15000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
-		q.Add("_pragma", p)
-	}
-	q.Set("_txlock", "immediate")
-	dsn := "file:" + filepath.ToSlash(filepath.Join(dir, FileName)) + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sqlitefile.Open(dir, FileName)
 	if err != nil {
 		return nil, fmt.Errorf("paysim: %w", err)
 	}
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
-	db.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, db); err != nil {
 		db.Close()
 		return nil, err

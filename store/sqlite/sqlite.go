@@ -13,9 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,6 +20,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/sqlitefile"
 	"github.com/orderly/orderly/migrations"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
@@ -42,22 +40,10 @@ var _ store.Store = (*Store)(nil)
 // the embedded migrations, and returns the Store. Only one process may use a
 // file at a time; several goroutines may.
 func Open(ctx context.Context, dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("sqlite: data directory: %w", err)
-	}
-	q := url.Values{}
-	for _, p := range []string{"busy_timeout(15000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
-		q.Add("_pragma", p)
-	}
-	q.Set("_txlock", "immediate")
-	dsn := "file:" + filepath.ToSlash(filepath.Join(dir, FileName)) + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sqlitefile.Open(dir, FileName)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
-	db.SetConnMaxIdleTime(0)
 	if err := migrations.Apply(ctx, db, migrations.SQLite); err != nil {
 		db.Close()
 		return nil, err
