@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
@@ -43,11 +44,11 @@ func TestAuth(t *testing.T) {
 		t.Run("another tenant's order is not found and stays unchanged", func(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			path := "/v1/orders/" + o.ID
-			wantProblem(t, do(t, env, http.MethodGet, path, testenv.KeyB, "", nil), http.StatusNotFound, order.ENotFound)
+			wantProblem(t, do(t, env, http.MethodGet, path, testenv.KeyB, "", nil), http.StatusNotFound, apperr.ENotFound)
 			wantProblem(t, do(t, env, http.MethodPost, path+"/pay", testenv.KeyB, newKey(t), payBody(o, payment.TestMethodApproved)),
-				http.StatusNotFound, order.ENotFound)
-			wantProblem(t, do(t, env, http.MethodPost, path+"/fulfill", testenv.KeyB, newKey(t), nil), http.StatusNotFound, order.ENotFound)
-			wantProblem(t, do(t, env, http.MethodPost, path+"/cancel", testenv.KeyB, "", nil), http.StatusNotFound, order.ENotFound)
+				http.StatusNotFound, apperr.ENotFound)
+			wantProblem(t, do(t, env, http.MethodPost, path+"/fulfill", testenv.KeyB, newKey(t), nil), http.StatusNotFound, apperr.ENotFound)
+			wantProblem(t, do(t, env, http.MethodPost, path+"/cancel", testenv.KeyB, "", nil), http.StatusNotFound, apperr.ENotFound)
 
 			if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received || got.Version != 1 {
 				t.Fatalf("tenant A's order is %s v%d after tenant B's attempts, want RCVD v1", got.State, got.Version)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
@@ -32,7 +33,7 @@ func wantNo5xx(t *testing.T, replies []reply) {
 // conflict a concurrent duplicate may get instead of the replay.
 func wantInProgress(t *testing.T, i int, r reply) {
 	t.Helper()
-	p := wantProblem(t, r, http.StatusConflict, order.EKeyInProgress)
+	p := wantProblem(t, r, http.StatusConflict, apperr.EKeyInProgress)
 	if r.Header.Get("Retry-After") == "" {
 		t.Fatalf("request %d: 409 %s without Retry-After", i, p.Type)
 	}
@@ -270,13 +271,13 @@ func wantMixedOutcome(t *testing.T, env *testenv.Env, final order.Order, events 
 		case http.StatusConflict:
 			// Either the machine refused the event, or another provider
 			// call on the order was in flight (retryable: Retry-After).
-			if r.Problem != nil && r.Problem.Type == api.ProblemBaseURI+string(order.EOrderBusy) {
+			if r.Problem != nil && r.Problem.Type == api.ProblemBaseURI+string(apperr.EOrderBusy) {
 				if r.Header.Get("Retry-After") == "" {
 					t.Fatalf("request %d: order_busy without Retry-After", i)
 				}
 				continue
 			}
-			wantProblem(t, r, http.StatusConflict, order.EInvalidTransition)
+			wantProblem(t, r, http.StatusConflict, apperr.EInvalidTransition)
 		default:
 			t.Fatalf("request %d (%s): %s, want 200 or 409", i, events[i], r)
 		}

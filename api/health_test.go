@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
-	"github.com/orderly/orderly/order"
 )
 
 func TestHealth(t *testing.T) {
@@ -21,8 +21,8 @@ func TestHealth(t *testing.T) {
 		})
 
 		t.Run("an unknown route is a 404 problem", func(t *testing.T) {
-			wantProblem(t, do(t, env, http.MethodGet, "/nowhere", "", "", nil), http.StatusNotFound, order.ENotFound)
-			wantProblem(t, do(t, env, http.MethodGet, "/v1/nowhere", testenv.KeyA, "", nil), http.StatusNotFound, order.ENotFound)
+			wantProblem(t, do(t, env, http.MethodGet, "/nowhere", "", "", nil), http.StatusNotFound, apperr.ENotFound)
+			wantProblem(t, do(t, env, http.MethodGet, "/v1/nowhere", testenv.KeyA, "", nil), http.StatusNotFound, apperr.ENotFound)
 		})
 
 		t.Run("a wrong method is a 405 problem", func(t *testing.T) {

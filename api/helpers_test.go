@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
@@ -190,7 +191,7 @@ func wantStatus(t testing.TB, r reply, status int) {
 
 // wantProblem fails the test unless r is an application/problem+json
 // response with status and the problem type of code.
-func wantProblem(t testing.TB, r reply, status int, code order.Code) *api.Problem {
+func wantProblem(t testing.TB, r reply, status int, code apperr.Code) *api.Problem {
 	t.Helper()
 	wantStatus(t, r, status)
 	if r.Problem == nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 )
@@ -34,32 +35,32 @@ func TestHostileInput(t *testing.T) {
 		for _, b := range bodies {
 			t.Run("create with "+b.name+" is a 400", func(t *testing.T) {
 				p := wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), b.body),
-					http.StatusBadRequest, order.EInvalid)
+					http.StatusBadRequest, apperr.EInvalid)
 				wantFields(t, p, b.fields...)
 			})
 		}
 
 		t.Run("odd order ids are 404s, without reaching the store", func(t *testing.T) {
 			for _, id := range []string{"ord%00x", "ord_%ff", "nope", "ord_" + strings.Repeat("z", 32)} {
-				wantProblem(t, do(t, env, http.MethodGet, "/v1/orders/"+id, testenv.KeyA, "", nil), http.StatusNotFound, order.ENotFound)
+				wantProblem(t, do(t, env, http.MethodGet, "/v1/orders/"+id, testenv.KeyA, "", nil), http.StatusNotFound, apperr.ENotFound)
 				wantProblem(t, do(t, env, http.MethodPost, "/v1/orders/"+id+"/cancel", testenv.KeyA, newKey(t), nil),
-					http.StatusNotFound, order.ENotFound)
+					http.StatusNotFound, apperr.ENotFound)
 			}
 		})
 
 		t.Run("odd list filters are 400s", func(t *testing.T) {
 			for _, q := range []string{"customer_id=%00", "customer_id=%ff", "cursor=b3JkXwA"} {
-				wantProblem(t, do(t, env, http.MethodGet, "/v1/orders?"+q, testenv.KeyA, "", nil), http.StatusBadRequest, order.EInvalid)
+				wantProblem(t, do(t, env, http.MethodGet, "/v1/orders?"+q, testenv.KeyA, "", nil), http.StatusBadRequest, apperr.EInvalid)
 			}
 		})
 
 		t.Run("a pay without amount or currency is a 400, not a stored mismatch", func(t *testing.T) {
 			key := newKey(t)
 			p := wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key,
-				`{"payment_method":"pm_card_visa"}`), http.StatusBadRequest, order.EInvalid)
+				`{"payment_method":"pm_card_visa"}`), http.StatusBadRequest, apperr.EInvalid)
 			wantFields(t, p, "amount", "currency")
 			p = wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key,
-				`{"amount":2500,"currency":"US\u0000","payment_method":"pm_card_visa"}`), http.StatusBadRequest, order.EInvalid)
+				`{"amount":2500,"currency":"US\u0000","payment_method":"pm_card_visa"}`), http.StatusBadRequest, apperr.EInvalid)
 			wantFields(t, p, "currency")
 			wantStatus(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, payBody(o, "pm_card_visa")), http.StatusOK)
 		})
@@ -67,7 +68,7 @@ func TestHostileInput(t *testing.T) {
 		t.Run("keys in the server's namespaces are refused", func(t *testing.T) {
 			for _, k := range []string{"derived:abc", "anon:abc"} {
 				wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, k, orderBody(newCustomer(t))),
-					http.StatusBadRequest, order.EInvalid)
+					http.StatusBadRequest, apperr.EInvalid)
 			}
 		})
 

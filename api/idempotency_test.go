@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
@@ -44,7 +45,7 @@ func TestIdempotencyReplay(t *testing.T) {
 			o := create(t, env, testenv.KeyA, key, customer)
 
 			r := do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, key, orderBody(other))
-			wantProblem(t, r, http.StatusUnprocessableEntity, order.EKeyReused)
+			wantProblem(t, r, http.StatusUnprocessableEntity, apperr.EKeyReused)
 			wantOrders(t, env, testenv.KeyA, other)
 
 			r = do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, key, orderBody(customer))
@@ -59,7 +60,7 @@ func TestIdempotencyReplay(t *testing.T) {
 			key := newKey(t)
 			wantStatus(t, fire(t, env, first, order.EventPay, key), http.StatusOK)
 
-			wantProblem(t, fire(t, env, second, order.EventPay, key), http.StatusUnprocessableEntity, order.EKeyReused)
+			wantProblem(t, fire(t, env, second, order.EventPay, key), http.StatusUnprocessableEntity, apperr.EKeyReused)
 			if got := get(t, env, testenv.KeyA, second.ID); got.State != order.Received {
 				t.Fatalf("the other order is %s, want RCVD", got.State)
 			}
@@ -73,7 +74,7 @@ func TestIdempotencyReplay(t *testing.T) {
 			key := newKey(t)
 			declined := payBody(o, payment.TestMethodDeclined)
 			first := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, declined)
-			p := wantProblem(t, first, http.StatusPaymentRequired, order.EDeclined)
+			p := wantProblem(t, first, http.StatusPaymentRequired, apperr.EDeclined)
 			if first.replayed() {
 				t.Fatal("the first decline was marked as a replay")
 			}
@@ -81,7 +82,7 @@ func TestIdempotencyReplay(t *testing.T) {
 
 			again := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, declined)
 			wantReplayOf(t, again, http.StatusPaymentRequired)
-			if q := wantProblem(t, again, http.StatusPaymentRequired, order.EDeclined); q.Detail != p.Detail {
+			if q := wantProblem(t, again, http.StatusPaymentRequired, apperr.EDeclined); q.Detail != p.Detail {
 				t.Fatalf("replayed detail %q, want %q", q.Detail, p.Detail)
 			}
 			if n := env.Gateway.Calls(); n != calls {
@@ -100,7 +101,7 @@ func TestIdempotencyReplay(t *testing.T) {
 		t.Run("after a decline another payment method can pay the order, once", func(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t),
-				payBody(o, payment.TestMethodInsufficientFunds)), http.StatusPaymentRequired, order.EDeclined)
+				payBody(o, payment.TestMethodInsufficientFunds)), http.StatusPaymentRequired, apperr.EDeclined)
 			paid := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t),
 				payBody(o, payment.TestMethodApproved))
 			wantStatus(t, paid, http.StatusOK)
@@ -121,11 +122,11 @@ func TestIdempotencyReplay(t *testing.T) {
 			wrong := payBody(o, payment.TestMethodApproved)
 			wrong["amount"] = o.Amount + 1
 			wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, wrong),
-				http.StatusUnprocessableEntity, order.EMismatch)
+				http.StatusUnprocessableEntity, apperr.EMismatch)
 
 			r := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, wrong)
 			wantReplayOf(t, r, http.StatusUnprocessableEntity)
-			wantProblem(t, r, http.StatusUnprocessableEntity, order.EMismatch)
+			wantProblem(t, r, http.StatusUnprocessableEntity, apperr.EMismatch)
 			if n := env.Gateway.Captures(o.ID); n != 0 {
 				t.Fatalf("%d captures, want 0", n)
 			}
@@ -137,12 +138,12 @@ func TestIdempotencyReplay(t *testing.T) {
 		t.Run("an invalid transition replays as 409 after the order has moved", func(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			key := newKey(t)
-			wantProblem(t, fire(t, env, o, order.EventFulfill, key), http.StatusConflict, order.EInvalidTransition)
+			wantProblem(t, fire(t, env, o, order.EventFulfill, key), http.StatusConflict, apperr.EInvalidTransition)
 			wantStatus(t, fire(t, env, o, order.EventPay, newKey(t)), http.StatusOK)
 
 			r := fire(t, env, o, order.EventFulfill, key)
 			wantReplayOf(t, r, http.StatusConflict)
-			wantProblem(t, r, http.StatusConflict, order.EInvalidTransition)
+			wantProblem(t, r, http.StatusConflict, apperr.EInvalidTransition)
 			if n := env.Warehouse.Shipments(o.ID); n != 0 {
 				t.Fatalf("the replay shipped the order %d times, want 0", n)
 			}
@@ -192,7 +193,7 @@ func TestIdempotencyReplay(t *testing.T) {
 					customer := newCustomer(t)
 					r := exchange(t, env, call{Method: http.MethodPost, Path: "/v1/orders", APIKey: testenv.KeyA,
 						Body: orderBody(customer), Header: tc.header})
-					wantFields(t, wantProblem(t, r, http.StatusBadRequest, order.EInvalid), "Idempotency-Key")
+					wantFields(t, wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid), "Idempotency-Key")
 					wantOrders(t, env, testenv.KeyA, customer)
 				})
 			}
@@ -239,7 +240,7 @@ func TestVolatileFieldsIgnored(t *testing.T) {
 			customer := newCustomer(t)
 			b := withVolatile(customer, "1")
 			b["colour"] = "red"
-			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, "", b), http.StatusBadRequest, order.EInvalid)
+			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, "", b), http.StatusBadRequest, apperr.EInvalid)
 			wantOrders(t, env, testenv.KeyA, customer)
 		})
 
@@ -288,11 +289,11 @@ func TestRequireAndOffPolicies(t *testing.T) {
 			env := testenv.New(t, kind, testenv.Options{Policy: idempotency.PolicyRequire})
 			customer := newCustomer(t)
 			r := do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, "", orderBody(customer))
-			wantProblem(t, r, http.StatusBadRequest, order.EKeyRequired)
+			wantProblem(t, r, http.StatusBadRequest, apperr.EKeyRequired)
 			wantOrders(t, env, testenv.KeyA, customer)
 
 			o := create(t, env, testenv.KeyA, newKey(t), customer)
-			wantProblem(t, fire(t, env, o, order.EventPay, ""), http.StatusBadRequest, order.EKeyRequired)
+			wantProblem(t, fire(t, env, o, order.EventPay, ""), http.StatusBadRequest, apperr.EKeyRequired)
 			if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received || env.Gateway.Calls() != 0 {
 				t.Fatalf("an unkeyed pay changed the order to %s or reached the provider (%d calls)", got.State, env.Gateway.Calls())
 			}
@@ -357,7 +358,7 @@ func TestProviderFailureNotStored(t *testing.T) {
 			for attempt := 1; attempt <= 2; attempt++ {
 				calls := env.Gateway.Calls()
 				r := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, body)
-				wantProblem(t, r, http.StatusServiceUnavailable, order.EUnavailable)
+				wantProblem(t, r, http.StatusServiceUnavailable, apperr.EUnavailable)
 				if r.Header.Get("Retry-After") == "" || r.replayed() {
 					t.Fatalf("attempt %d: Retry-After %q, replayed %v; want a fresh retryable 503", attempt, r.Header.Get("Retry-After"), r.replayed())
 				}
@@ -379,7 +380,7 @@ func TestProviderFailureNotStored(t *testing.T) {
 			key := newKey(t)
 			env.Warehouse.FailNext(1)
 			r := fire(t, env, o, order.EventFulfill, key)
-			wantProblem(t, r, http.StatusServiceUnavailable, order.EUnavailable)
+			wantProblem(t, r, http.StatusServiceUnavailable, apperr.EUnavailable)
 			if r.Header.Get("Retry-After") == "" {
 				t.Fatal("503 without Retry-After")
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 )
@@ -53,11 +54,11 @@ func TestKeyStatus(t *testing.T) {
 		})
 		t.Run("another tenant's key is not found", func(t *testing.T) {
 			wantProblem(t, do(t, env, http.MethodGet, "/v1/idempotency-keys/"+url.PathEscape(key), testenv.KeyB, "", nil),
-				http.StatusNotFound, order.ENotFound)
+				http.StatusNotFound, apperr.ENotFound)
 		})
 		t.Run("an unknown key is not found", func(t *testing.T) {
 			wantProblem(t, do(t, env, http.MethodGet, "/v1/idempotency-keys/never-used", testenv.KeyA, "", nil),
-				http.StatusNotFound, order.ENotFound)
+				http.StatusNotFound, apperr.ENotFound)
 		})
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 )
@@ -113,7 +114,7 @@ func TestListPagination(t *testing.T) {
 				{"state=SHIPPED", "state"},
 			} {
 				r := do(t, env, http.MethodGet, "/v1/orders?"+tc.query, testenv.KeyA, "", nil)
-				p := wantProblem(t, r, http.StatusBadRequest, order.EInvalid)
+				p := wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid)
 				wantFields(t, p, tc.field)
 			}
 		})

@@ -15,8 +15,8 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
-	"github.com/orderly/orderly/order"
 )
 
 // readBody reads the request body (at most cfg.MaxBodyBytes, else 413) and
@@ -31,25 +31,25 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request, v any, require
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, order.Errorf(codeTooLarge, "the request body exceeds %d bytes", tooLarge.Limit)
+			return nil, apperr.Errorf(codeTooLarge, "the request body exceeds %d bytes", tooLarge.Limit)
 		}
-		return nil, order.Errorf(order.EInvalid, "the request body could not be read")
+		return nil, apperr.Errorf(apperr.EInvalid, "the request body could not be read")
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if required {
-			return nil, order.Errorf(order.EInvalid, "a JSON request body is required")
+			return nil, apperr.Errorf(apperr.EInvalid, "a JSON request body is required")
 		}
 		return nil, nil
 	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if cs, ok := params["charset"]; err != nil || mt != "application/json" || (ok && !strings.EqualFold(cs, "utf-8")) {
-		return nil, order.Errorf(codeUnsupportedMedia, "the request body must be application/json in UTF-8")
+		return nil, apperr.Errorf(codeUnsupportedMedia, "the request body must be application/json in UTF-8")
 	}
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return nil, order.Errorf(codeUnsupportedMedia, "request bodies must not be content-encoded (got %q)", ce)
+		return nil, apperr.Errorf(codeUnsupportedMedia, "request bodies must not be content-encoded (got %q)", ce)
 	}
 	if err := json.Unmarshal(s.dropVolatile(body), v, json.RejectUnknownMembers(true)); err != nil {
-		return nil, order.Errorf(order.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err))
+		return nil, apperr.Errorf(apperr.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err))
 	}
 	return body, nil
 }
@@ -156,14 +156,14 @@ func idempotencyHeader(r *http.Request) string {
 func (s *server) idempotencyKey(r *http.Request, route string, params map[string]string, body []byte) (idempotency.Key, error) {
 	values := append(r.Header.Values(headerKey), r.Header.Values(headerKeyAlias)...)
 	if len(values) > 1 {
-		return idempotency.Key{}, &order.Error{Code: order.EInvalid, Message: "send exactly one Idempotency-Key",
-			Fields: []order.FieldError{{Field: headerKey, Reason: "must appear once"}}}
+		return idempotency.Key{}, &apperr.Error{Code: apperr.EInvalid, Message: "send exactly one Idempotency-Key",
+			Fields: []apperr.FieldError{{Field: headerKey, Reason: "must appear once"}}}
 	}
 	if len(values) == 0 && s.cfg.Policy == idempotency.PolicyOff {
 		return idempotency.Key{}, nil
 	}
 	if len(values) == 0 && s.cfg.Policy == idempotency.PolicyRequire {
-		return idempotency.Key{}, order.Errorf(order.EKeyRequired,
+		return idempotency.Key{}, apperr.Errorf(apperr.EKeyRequired,
 			"this server requires an Idempotency-Key header on %s %s", r.Method, route)
 	}
 	fp, err := s.cfg.Fingerprinter.Fingerprint(idempotency.Request{
@@ -182,8 +182,8 @@ func (s *server) idempotencyKey(r *http.Request, route string, params map[string
 	if strings.HasPrefix(k, "derived:") || strings.HasPrefix(k, "anon:") {
 		// These namespaces are the server's own keys (derived from a
 		// fingerprint, or private); a client key there could shadow them.
-		return idempotency.Key{}, &order.Error{Code: order.EInvalid, Message: "Idempotency-Key must not start with derived: or anon:",
-			Fields: []order.FieldError{{Field: headerKey, Reason: "uses a namespace reserved by the server"}}}
+		return idempotency.Key{}, &apperr.Error{Code: apperr.EInvalid, Message: "Idempotency-Key must not start with derived: or anon:",
+			Fields: []apperr.FieldError{{Field: headerKey, Reason: "uses a namespace reserved by the server"}}}
 	}
 	return idempotency.Key{Value: k, Fingerprint: fp}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/service"
@@ -65,7 +66,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, s.logRequests, s.recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, s.log, order.Errorf(order.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
+		writeError(w, r, s.log, apperr.Errorf(apperr.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		// RFC 9110 §15.5.6: a 405 lists the allowed methods in Allow.
@@ -76,7 +77,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		writeError(w, r, s.log, order.Errorf(codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+		writeError(w, r, s.log, apperr.Errorf(codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -108,7 +109,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		tenant, known := s.keys[sha256.Sum256([]byte(strings.TrimSpace(token)))]
 		if !ok || !strings.EqualFold(scheme, "Bearer") || !known {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orderly"`)
-			writeError(w, r, s.log, order.Errorf(codeUnauthorized, "a valid API key is required: Authorization: Bearer <api key>"))
+			writeError(w, r, s.log, apperr.Errorf(codeUnauthorized, "a valid API key is required: Authorization: Bearer <api key>"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
@@ -154,7 +155,7 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.svc.Ping(ctx); err != nil {
-		writeError(w, r, s.log, &order.Error{Code: order.EUnavailable, Message: "the store is not reachable"})
+		writeError(w, r, s.log, &apperr.Error{Code: apperr.EUnavailable, Message: "the store is not reachable"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -194,26 +195,26 @@ type orderList struct {
 func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := order.Filter{State: order.State(q.Get("state")), CustomerID: q.Get("customer_id")}
-	var fe []order.FieldError
+	var fe []apperr.FieldError
 	if !order.ValidFilterText(f.CustomerID) {
-		fe = append(fe, order.FieldError{Field: "customer_id", Reason: "must be UTF-8 text without control characters"})
+		fe = append(fe, apperr.FieldError{Field: "customer_id", Reason: "must be UTF-8 text without control characters"})
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
-			fe = append(fe, order.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
+			fe = append(fe, apperr.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
 		}
 		f.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
 		id, err := base64.RawURLEncoding.DecodeString(v)
 		if err != nil || !order.ValidID(string(id)) {
-			fe = append(fe, order.FieldError{Field: "cursor", Reason: "is not a cursor this API returned"})
+			fe = append(fe, apperr.FieldError{Field: "cursor", Reason: "is not a cursor this API returned"})
 		}
 		f.After = string(id)
 	}
 	if len(fe) > 0 {
-		writeError(w, r, s.log, &order.Error{Code: order.EInvalid, Message: "invalid query parameters", Fields: fe})
+		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "invalid query parameters", Fields: fe})
 		return
 	}
 	os, next, err := s.svc.List(r.Context(), tenantOf(r.Context()), f)
@@ -246,20 +247,20 @@ func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	var fe []order.FieldError
+	var fe []apperr.FieldError
 	if pb.Amount == nil {
-		fe = append(fe, order.FieldError{Field: "amount", Reason: "is required (minor currency units)"})
+		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "is required (minor currency units)"})
 	}
 	if pb.Currency == nil {
-		fe = append(fe, order.FieldError{Field: "currency", Reason: "is required"})
+		fe = append(fe, apperr.FieldError{Field: "currency", Reason: "is required"})
 	} else if reason := order.CurrencyReason(*pb.Currency); reason != "" {
-		fe = append(fe, order.FieldError{Field: "currency", Reason: reason})
+		fe = append(fe, apperr.FieldError{Field: "currency", Reason: reason})
 	}
 	if reason := paymentMethodReason(pb.PaymentMethod); reason != "" {
-		fe = append(fe, order.FieldError{Field: "payment_method", Reason: reason})
+		fe = append(fe, apperr.FieldError{Field: "payment_method", Reason: reason})
 	}
 	if len(fe) > 0 {
-		writeError(w, r, s.log, &order.Error{Code: order.EInvalid, Message: "the payment has invalid fields", Fields: fe})
+		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "the payment has invalid fields", Fields: fe})
 		return
 	}
 	in := service.PayInput{Amount: *pb.Amount, Currency: *pb.Currency, PaymentMethod: pb.PaymentMethod}
@@ -327,7 +328,7 @@ func (s *server) call(r *http.Request, id string, key idempotency.Key) service.C
 func (s *server) getKeyStatus(w http.ResponseWriter, r *http.Request) {
 	raw, err := url.PathUnescape(chi.URLParam(r, "key"))
 	if err != nil {
-		writeError(w, r, s.log, order.Errorf(order.EInvalid, "the key in the path is not valid percent-encoding"))
+		writeError(w, r, s.log, apperr.Errorf(apperr.EInvalid, "the key in the path is not valid percent-encoding"))
 		return
 	}
 	key, err := idempotency.ParseKey(raw)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 )
@@ -51,7 +52,7 @@ func TestStateEventMatrix(t *testing.T) {
 
 				wantStatus(t, r, tc.status)
 				if tc.status == http.StatusConflict {
-					p := wantProblem(t, r, http.StatusConflict, order.EInvalidTransition)
+					p := wantProblem(t, r, http.StatusConflict, apperr.EInvalidTransition)
 					if !strings.Contains(p.Detail, string(tc.from)) || !strings.Contains(p.Detail, string(tc.event)) {
 						t.Errorf("problem detail %q names neither state %s nor event %s", p.Detail, tc.from, tc.event)
 					}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
@@ -19,41 +20,41 @@ func TestBadInputNeverMutates(t *testing.T) {
 		body        string
 		contentType string
 		status      int
-		code        order.Code
+		code        apperr.Code
 		fields      []string // invalid fields the problem must list, if any
 	}{
 		{name: "a body over the size limit", status: http.StatusRequestEntityTooLarge,
 			body: `{"customer_id":"` + strings.Repeat("x", api.DefaultMaxBodyBytes) + `"}`, code: "payload_too_large"},
 		{name: "a text/plain body", body: valid, contentType: "text/plain", status: http.StatusUnsupportedMediaType, code: "unsupported_media_type"},
 		{name: "a body without Content-Type", body: valid, contentType: "-", status: http.StatusUnsupportedMediaType, code: "unsupported_media_type"},
-		{name: "an empty body", body: "", status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "malformed JSON", body: `{"customer_id":"cus_1",`, status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "a JSON array", body: `[` + valid + `]`, status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "an unknown member", body: strings.Replace(valid, `{`, `{"colour":"red",`, 1), status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "a duplicate member", body: strings.Replace(valid, `{`, `{"customer_id":"cus_2",`, 1), status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "trailing data", body: valid + ` {}`, status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "a quantity of the wrong type", body: strings.Replace(valid, `"quantity":2`, `"quantity":"2"`, 1), status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "a fractional quantity", body: strings.Replace(valid, `"quantity":2`, `"quantity":2.5`, 1), status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "a numeric customer id", body: strings.Replace(valid, `"cus_1"`, `42`, 1), status: http.StatusBadRequest, code: order.EInvalid},
-		{name: "no fields at all", body: `{}`, status: http.StatusBadRequest, code: order.EInvalid,
+		{name: "an empty body", body: "", status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "malformed JSON", body: `{"customer_id":"cus_1",`, status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "a JSON array", body: `[` + valid + `]`, status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "an unknown member", body: strings.Replace(valid, `{`, `{"colour":"red",`, 1), status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "a duplicate member", body: strings.Replace(valid, `{`, `{"customer_id":"cus_2",`, 1), status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "trailing data", body: valid + ` {}`, status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "a quantity of the wrong type", body: strings.Replace(valid, `"quantity":2`, `"quantity":"2"`, 1), status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "a fractional quantity", body: strings.Replace(valid, `"quantity":2`, `"quantity":2.5`, 1), status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "a numeric customer id", body: strings.Replace(valid, `"cus_1"`, `42`, 1), status: http.StatusBadRequest, code: apperr.EInvalid},
+		{name: "no fields at all", body: `{}`, status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"customer_id", "currency", "items"}},
-		{name: "a quantity of zero", body: strings.Replace(valid, `"quantity":2`, `"quantity":0`, 1), status: http.StatusBadRequest, code: order.EInvalid,
+		{name: "a quantity of zero", body: strings.Replace(valid, `"quantity":2`, `"quantity":0`, 1), status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"items[0].quantity"}},
-		{name: "a negative unit price", body: strings.Replace(valid, `"unit_price":1250`, `"unit_price":-1`, 1), status: http.StatusBadRequest, code: order.EInvalid,
+		{name: "a negative unit price", body: strings.Replace(valid, `"unit_price":1250`, `"unit_price":-1`, 1), status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"items[0].unit_price"}},
-		{name: "a lower-case currency", body: strings.Replace(valid, `"USD"`, `"usd"`, 1), status: http.StatusBadRequest, code: order.EInvalid,
+		{name: "a lower-case currency", body: strings.Replace(valid, `"USD"`, `"usd"`, 1), status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"currency"}},
-		{name: "an unknown currency", body: strings.Replace(valid, `"USD"`, `"ABC"`, 1), status: http.StatusBadRequest, code: order.EInvalid,
+		{name: "an unknown currency", body: strings.Replace(valid, `"USD"`, `"ABC"`, 1), status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"currency"}},
-		{name: "no items", body: `{"customer_id":"cus_1","currency":"USD","items":[]}`, status: http.StatusBadRequest, code: order.EInvalid,
+		{name: "no items", body: `{"customer_id":"cus_1","currency":"USD","items":[]}`, status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"items"}},
-		{name: "an empty sku", body: strings.Replace(valid, `"sku_book"`, `""`, 1), status: http.StatusBadRequest, code: order.EInvalid,
+		{name: "an empty sku", body: strings.Replace(valid, `"sku_book"`, `""`, 1), status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"items[0].sku"}},
-		{name: "an amount that overflows int64", status: http.StatusBadRequest, code: order.EInvalid, fields: []string{"amount"},
+		{name: "an amount that overflows int64", status: http.StatusBadRequest, code: apperr.EInvalid, fields: []string{"amount"},
 			body: `{"customer_id":"cus_1","currency":"USD","items":[` +
 				`{"sku":"a","quantity":1000000,"unit_price":5000000000000},` +
 				`{"sku":"b","quantity":1000000,"unit_price":5000000000000}]}`},
-		{name: "several bad fields at once", status: http.StatusBadRequest, code: order.EInvalid,
+		{name: "several bad fields at once", status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"currency", "items[0].quantity", "items[1].unit_price"},
 			body: `{"customer_id":"cus_1","currency":"usd","items":[` +
 				`{"sku":"a","quantity":0,"unit_price":1},{"sku":"b","quantity":1,"unit_price":-5}]}`},
@@ -92,7 +93,7 @@ func TestBadInputNeverMutates(t *testing.T) {
 				key, calls := newKey(t), env.Gateway.Calls()
 				before := get(t, env, testenv.KeyA, o.ID)
 				r := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, bad.body)
-				p := wantProblem(t, r, http.StatusBadRequest, order.EInvalid)
+				p := wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid)
 				if bad.fields != nil {
 					wantFields(t, p, bad.fields...)
 				}
@@ -105,7 +106,7 @@ func TestBadInputNeverMutates(t *testing.T) {
 				// The key was not stored: the same key with a (declined) valid
 				// body runs afresh. A decline moves the version on.
 				r = do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, payBody(o, payment.TestMethodDeclined))
-				if wantProblem(t, r, http.StatusPaymentRequired, order.EDeclined); r.replayed() {
+				if wantProblem(t, r, http.StatusPaymentRequired, apperr.EDeclined); r.replayed() {
 					t.Fatalf("the key of a pay with %s was stored", bad.name)
 				}
 			}
@@ -115,7 +116,7 @@ func TestBadInputNeverMutates(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			for _, ev := range []order.Event{order.EventFulfill, order.EventCancel} {
 				r := do(t, env, http.MethodPost, eventPath(o.ID, ev), testenv.KeyA, newKey(t), `{"reason":"changed my mind"}`)
-				wantProblem(t, r, http.StatusBadRequest, order.EInvalid)
+				wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid)
 			}
 			if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received {
 				t.Fatalf("order is %s, want RCVD", got.State)

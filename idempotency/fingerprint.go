@@ -13,7 +13,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 
-	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/apperr"
 )
 
 // DefaultVolatileFields lists the JSON member names a zero Fingerprinter
@@ -72,7 +72,7 @@ const fingerprintVersion = "orderly-fingerprint-v1"
 // body, which differs from the empty object {}. A body that is not valid JSON,
 // or not valid for RFC 8785 (I-JSON, RFC 7493: duplicate member names, invalid
 // Unicode, numbers beyond IEEE 754 double precision such as 1e400), yields an
-// *order.Error with Code order.EInvalid.
+// *apperr.Error with Code apperr.EInvalid.
 func (f Fingerprinter) Fingerprint(r Request) (string, error) {
 	body, err := f.canonicalBody(r.Body)
 	if err != nil {
@@ -118,8 +118,8 @@ func DerivedKey(fingerprint string) string {
 const jsonWhitespace = " \t\r\n"
 
 // errBodyNotJSON is the error for a body that cannot be canonicalized.
-func errBodyNotJSON() *order.Error {
-	return &order.Error{Code: order.EInvalid, Message: "request body is not valid JSON"}
+func errBodyNotJSON() *apperr.Error {
+	return &apperr.Error{Code: apperr.EInvalid, Message: "request body is not valid JSON"}
 }
 
 // volatileSet returns the set of member names f removes from a body.

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/apperr"
 )
 
 // fingerprintSeeds are realistic request bodies used by the tests and as the
@@ -236,8 +236,8 @@ func TestFingerprintInvalidBody(t *testing.T) {
 				t.Errorf("Fingerprint(%q) = %s, want error", body, fp)
 				continue
 			}
-			var e *order.Error
-			if !errors.As(err, &e) || e.Code != order.EInvalid || e.Message != "request body is not valid JSON" {
+			var e *apperr.Error
+			if !errors.As(err, &e) || e.Code != apperr.EInvalid || e.Message != "request body is not valid JSON" {
 				t.Errorf("Fingerprint(%q) error = %#v, want EInvalid %q", body, err, "request body is not valid JSON")
 			}
 		}

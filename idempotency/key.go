@@ -3,7 +3,7 @@ package idempotency
 import (
 	"strings"
 
-	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/apperr"
 )
 
 // MaxKeyLength is the largest number of characters ParseKey accepts in an
@@ -49,7 +49,7 @@ const (
 //     inside a quoted key, which RFC 9651 would allow: keys stay visible ASCII
 //     so that they log, compare and store without ambiguity.
 //
-// On failure ParseKey returns an *order.Error with Code order.EInvalid and one
+// On failure ParseKey returns an *apperr.Error with Code apperr.EInvalid and one
 // FieldError for the field "Idempotency-Key" saying what is wrong.
 func ParseKey(field string) (string, error) {
 	v := strings.Trim(field, " \t")
@@ -120,10 +120,10 @@ func validKey(key string) bool {
 }
 
 // invalidKey returns the EInvalid error for a rejected Idempotency-Key.
-func invalidKey(reason string) *order.Error {
-	return &order.Error{
-		Code:    order.EInvalid,
+func invalidKey(reason string) *apperr.Error {
+	return &apperr.Error{
+		Code:    apperr.EInvalid,
 		Message: keyField + " " + reason,
-		Fields:  []order.FieldError{{Field: keyField, Reason: reason}},
+		Fields:  []apperr.FieldError{{Field: keyField, Reason: reason}},
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/apperr"
 )
 
 // keyCases are the ParseKey table cases; the fuzz test seeds its corpus with
@@ -73,16 +73,16 @@ func TestParseKey(t *testing.T) {
 	}
 }
 
-// checkKeyError checks that err is an EInvalid *order.Error naming the
+// checkKeyError checks that err is an EInvalid *apperr.Error naming the
 // Idempotency-Key field.
 func checkKeyError(t *testing.T, err error) {
 	t.Helper()
-	var e *order.Error
+	var e *apperr.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) is not an *order.Error", err, err)
+		t.Fatalf("error %v (%T) is not an *apperr.Error", err, err)
 	}
-	if e.Code != order.EInvalid {
-		t.Errorf("Code = %q, want %q", e.Code, order.EInvalid)
+	if e.Code != apperr.EInvalid {
+		t.Errorf("Code = %q, want %q", e.Code, apperr.EInvalid)
 	}
 	if !strings.HasPrefix(e.Message, "Idempotency-Key ") {
 		t.Errorf("Message = %q, want it to start with %q", e.Message, "Idempotency-Key ")
@@ -94,9 +94,9 @@ func checkKeyError(t *testing.T, err error) {
 
 func TestParseKeyMessage(t *testing.T) {
 	_, err := ParseKey("")
-	var e *order.Error
+	var e *apperr.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("ParseKey(\"\") error = %v, want *order.Error", err)
+		t.Fatalf("ParseKey(\"\") error = %v, want *apperr.Error", err)
 	}
 	const want = "Idempotency-Key must be 1 to 255 visible ASCII characters"
 	if e.Message != want {

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"time"
 
-	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/apperr"
 )
 
 // Default retention windows.
@@ -103,7 +103,7 @@ type Record struct {
 	Derived     bool
 	StatusCode  int
 	ResourceID  string
-	ErrorCode   order.Code
+	ErrorCode   apperr.Code
 	ErrorDetail string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
@@ -126,11 +126,11 @@ func HashKey(key string) string {
 // Expired reports whether r is past its retention window at now.
 func (r Record) Expired(now time.Time) bool { return !now.Before(r.ExpiresAt) }
 
-// Err returns the stored final error of r as an *order.Error, or nil when r
+// Err returns the stored final error of r as an *apperr.Error, or nil when r
 // records a success.
 func (r Record) Err() error {
 	if r.ErrorCode == "" {
 		return nil
 	}
-	return &order.Error{Code: r.ErrorCode, Message: r.ErrorDetail}
+	return &apperr.Error{Code: r.ErrorCode, Message: r.ErrorDetail}
 }

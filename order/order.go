@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/text/currency"
+
+	"github.com/orderly/orderly/apperr"
 )
 
 // Limits on an order's shape. Requests outside them get an EInvalid error
@@ -70,11 +72,11 @@ func NewID() string {
 
 // New validates in and returns an order in state Received with a new id,
 // Version 1 and CreatedAt now (UTC, microsecond precision, the precision both
-// stores keep). It returns an *Error with code EInvalid listing every bad
+// stores keep). It returns an *apperr.Error with code apperr.EInvalid listing every bad
 // field, including an Amount that would overflow int64.
 func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
-	var fe []FieldError
-	bad := func(field, reason string) { fe = append(fe, FieldError{Field: field, Reason: reason}) }
+	var fe []apperr.FieldError
+	bad := func(field, reason string) { fe = append(fe, apperr.FieldError{Field: field, Reason: reason}) }
 
 	if reason := textReason(in.CustomerID, MaxCustomerIDLen); reason != "" {
 		bad("customer_id", reason)
@@ -116,7 +118,7 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 		bad("amount", "the sum of quantity*unit_price exceeds 2^53-1 minor units")
 	}
 	if len(fe) > 0 {
-		return Order{}, &Error{Code: EInvalid, Message: "the order has invalid fields", Fields: fe}
+		return Order{}, &apperr.Error{Code: apperr.EInvalid, Message: "the order has invalid fields", Fields: fe}
 	}
 	items := make([]Item, len(in.Items))
 	copy(items, in.Items)

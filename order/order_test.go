@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/order"
 )
 
@@ -69,14 +70,14 @@ func TestNewListsEveryInvalidField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := order.New("t", tt.in, now)
-			if order.ErrorCode(err) != order.EInvalid {
+			if apperr.ErrorCode(err) != apperr.EInvalid {
 				t.Fatalf("err = %v, want EInvalid", err)
 			}
 			if tt.want == nil {
 				return
 			}
 			var got []string
-			for _, f := range err.(*order.Error).Fields {
+			for _, f := range err.(*apperr.Error).Fields {
 				got = append(got, f.Field)
 			}
 			if !reflect.DeepEqual(got, tt.want) {

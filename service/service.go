@@ -40,6 +40,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
@@ -75,7 +76,7 @@ type Config struct {
 	DerivedKeyTTL time.Duration
 	// StatusOf maps an error code to the HTTP status recorded for a final
 	// error (the api package's table). Required.
-	StatusOf func(order.Code) int
+	StatusOf func(apperr.Code) int
 	// LeaseDuration is how long a request holds its key while it calls a
 	// provider (default 30s). It must exceed the providers' timeouts, so a
 	// live request's lease never lapses mid-call.
@@ -184,8 +185,8 @@ func (s *Service) List(ctx context.Context, tenantID string, f order.Filter) ([]
 		f.Limit = 100
 	}
 	if f.State != "" && !f.State.Valid() {
-		return nil, "", &order.Error{Code: order.EInvalid, Message: "unknown state filter",
-			Fields: []order.FieldError{{Field: "state", Reason: "must be one of RCVD, PAID, FULFILLED, CANCELLED"}}}
+		return nil, "", &apperr.Error{Code: apperr.EInvalid, Message: "unknown state filter",
+			Fields: []apperr.FieldError{{Field: "state", Reason: "must be one of RCVD, PAID, FULFILLED, CANCELLED"}}}
 	}
 	want := f.Limit
 	f.Limit++
@@ -227,15 +228,15 @@ func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.K
 func (s *Service) held(ctx context.Context, key idempotency.Key, h idempotency.Record, now time.Time) (Result, error) {
 	keyed := Result{KeyExpiresAt: h.ExpiresAt}
 	if h.Fingerprint != key.Fingerprint {
-		return keyed, order.Errorf(order.EKeyReused,
+		return keyed, apperr.Errorf(apperr.EKeyReused,
 			"this Idempotency-Key was used with a different request; use a new key for a new request")
 	}
 	if h.State == idempotency.StateExpired || (h.State == idempotency.StateCompleted && h.Expired(now)) {
-		return keyed, order.Errorf(order.EKeyExpired,
+		return keyed, apperr.Errorf(apperr.EKeyExpired,
 			"this Idempotency-Key expired at %s; retry with a new key", h.ExpiresAt.Format(time.RFC3339))
 	}
 	if h.State != idempotency.StateCompleted {
-		return keyed, order.Errorf(order.EKeyInProgress,
+		return keyed, apperr.Errorf(apperr.EKeyInProgress,
 			"a request with this Idempotency-Key is still being processed; retry later with the same key")
 	}
 	return s.replay(ctx, h)
@@ -314,7 +315,7 @@ func expiry(r *idempotency.Record) time.Time {
 
 func notFound(err error, id string) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return order.Errorf(order.ENotFound, "order %s not found", id)
+		return apperr.Errorf(apperr.ENotFound, "order %s not found", id)
 	}
 	return err
 }

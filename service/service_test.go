@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
@@ -124,7 +125,7 @@ func TestStaleWorkerIsFenced(t *testing.T) {
 		<-entered // worker A holds the lease (token 1) and is inside the provider call
 
 		// While A's lease is live, a retry is told the request is in progress.
-		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K")}, payIn); order.ErrorCode(err) != order.EKeyInProgress {
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K")}, payIn); apperr.ErrorCode(err) != apperr.EKeyInProgress {
 			t.Fatalf("retry during a live lease: err = %v, want EKeyInProgress", err)
 		}
 
@@ -140,7 +141,7 @@ func TestStaleWorkerIsFenced(t *testing.T) {
 
 		close(release) // A's provider call returns; its write must be refused
 		a := <-slow
-		if order.ErrorCode(a.err) != order.EKeyInProgress {
+		if apperr.ErrorCode(a.err) != apperr.EKeyInProgress {
 			t.Fatalf("stale worker: %+v, %v; want its write refused (EKeyInProgress)", a.res, a.err)
 		}
 		got, err := f.st.GetOrder(ctx, "t1", o.ID)
@@ -195,7 +196,7 @@ func TestUnknownOutcomeIsAskedNotRepeated(t *testing.T) {
 		o := f.order(t)
 		f.gw.dropNext.Store(true)
 		_, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("U")}, payIn)
-		if order.ErrorCode(err) != order.EUnavailable {
+		if apperr.ErrorCode(err) != apperr.EUnavailable {
 			t.Fatalf("pay with a lost reply: %v, want EUnavailable", err)
 		}
 		info, err := f.svc.KeyStatus(ctx, "t1", "U")
@@ -312,7 +313,7 @@ func TestKeyLifecycle(t *testing.T) {
 		}
 
 		f.clk.Advance(2 * time.Minute) // past the 1h retention
-		if _, err := f.svc.Create(ctx, "t1", key("life"), input); order.ErrorCode(err) != order.EKeyExpired {
+		if _, err := f.svc.Create(ctx, "t1", key("life"), input); apperr.ErrorCode(err) != apperr.EKeyExpired {
 			t.Fatalf("retry after retention: %v, want EKeyExpired", err)
 		}
 		if res, err := f.svc.SweepKeys(ctx, 100); err != nil || res.Tombstoned != 1 {
@@ -322,7 +323,7 @@ func TestKeyLifecycle(t *testing.T) {
 		if err != nil || rec.State != idempotency.StateExpired || rec.StatusCode != 0 || rec.ResourceID != first.Order.ID || rec.Fingerprint != "fp-life" {
 			t.Fatalf("tombstone = %+v, %v; want expired, outcome dropped, fingerprint and resource kept", rec, err)
 		}
-		if _, err := f.svc.Create(ctx, "t1", key("life"), input); order.ErrorCode(err) != order.EKeyExpired {
+		if _, err := f.svc.Create(ctx, "t1", key("life"), input); apperr.ErrorCode(err) != apperr.EKeyExpired {
 			t.Fatalf("retry against the tombstone: %v, want EKeyExpired", err)
 		}
 		if info, err := f.svc.KeyStatus(ctx, "t1", "life"); err != nil || info.State != service.KeyExpired {
@@ -339,7 +340,7 @@ func TestKeyLifecycle(t *testing.T) {
 		if _, err := f.st.LookupKey(ctx, "t1", idempotency.HashKey("life")); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("LookupKey after the tombstone window: %v, want ErrNotFound", err)
 		}
-		if _, err := f.svc.KeyStatus(ctx, "t1", "life"); order.ErrorCode(err) != order.ENotFound {
+		if _, err := f.svc.KeyStatus(ctx, "t1", "life"); apperr.ErrorCode(err) != apperr.ENotFound {
 			t.Fatalf("key status after deletion: %v, want ENotFound", err)
 		}
 	})
@@ -388,17 +389,17 @@ func TestResumedKeyKeepsItsOwnAttempt(t *testing.T) {
 		o := f.order(t)
 		poor := service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: payment.TestMethodInsufficientFunds}
 		f.gw.dropNext.Store(true)
-		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K1")}, poor); order.ErrorCode(err) != order.EUnavailable {
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K1")}, poor); apperr.ErrorCode(err) != apperr.EUnavailable {
 			t.Fatalf("K1 with a lost answer: %v, want EUnavailable", err)
 		}
-		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K2")}, payIn); order.ErrorCode(err) != order.EOrderBusy {
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K2")}, payIn); apperr.ErrorCode(err) != apperr.EOrderBusy {
 			t.Fatalf("K2 with another card while K1's charge is unresolved: %v, want EOrderBusy", err)
 		}
 		if n, err := f.svc.RecoverAbandoned(ctx, 10); err != nil || n != 1 {
 			t.Fatalf("completer took over %d (%v), want K1", n, err)
 		}
 		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K1")}, poor)
-		if order.ErrorCode(err) != order.EDeclined || !res.Replayed {
+		if apperr.ErrorCode(err) != apperr.EDeclined || !res.Replayed {
 			t.Fatalf("K1 after recovery = %+v, %v; want its own decline, replayed", res, err)
 		}
 		callsBefore := f.gw.Calls()
@@ -433,7 +434,7 @@ func TestRefundRefusedForGoodIsFinal(t *testing.T) {
 		})
 		for i, want := range []bool{false, true} {
 			res, err := other.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")})
-			if order.ErrorCode(err) != order.ERefundRejected || res.Replayed != want || res.Status != 422 {
+			if apperr.ErrorCode(err) != apperr.ERefundRejected || res.Replayed != want || res.Status != 422 {
 				t.Fatalf("cancel %d = %+v, %v; want a 422 refund_rejected (replayed: %v)", i, res, err, want)
 			}
 		}

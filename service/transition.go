@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
@@ -24,12 +25,12 @@ import (
 // the provider's answer was lost; nothing final stored).
 func (s *Service) Pay(ctx context.Context, c Call, in PayInput) (Result, error) {
 	if in.PaymentMethod == "" {
-		return Result{}, &order.Error{Code: order.EInvalid, Message: "the payment has invalid fields",
-			Fields: []order.FieldError{{Field: "payment_method", Reason: "is required"}}}
+		return Result{}, &apperr.Error{Code: apperr.EInvalid, Message: "the payment has invalid fields",
+			Fields: []apperr.FieldError{{Field: "payment_method", Reason: "is required"}}}
 	}
 	check := func(o order.Order) error {
 		if in.Amount != o.Amount || in.Currency != o.Currency {
-			return order.Errorf(order.EMismatch,
+			return apperr.Errorf(apperr.EMismatch,
 				"payment of %d %s does not match the order's amount %d %s", in.Amount, in.Currency, o.Amount, o.Currency)
 		}
 		return nil
@@ -75,7 +76,7 @@ const (
 type callResult struct {
 	class class
 	ref   string
-	err   *order.Error
+	err   *apperr.Error
 }
 
 // leased runs an event in three phases under a lease on the key:
@@ -250,16 +251,16 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		}
 	}
 	return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry,
-		order.Errorf(order.EUnavailable, "order %s is changing too fast; retry", rec.ResourceID))
+		apperr.Errorf(apperr.EUnavailable, "order %s is changing too fast; retry", rec.ResourceID))
 }
 
-func refundRejected() *order.Error {
-	return order.Errorf(order.ERefundRejected,
+func refundRejected() *apperr.Error {
+	return apperr.Errorf(apperr.ERefundRejected,
 		"the payment provider knows no charge of this order to refund; the order stays PAID — contact support")
 }
 
 func busy(o order.Order) error {
-	return order.Errorf(order.EOrderBusy, "another operation on order %s is in progress with a provider; retry", o.ID)
+	return apperr.Errorf(apperr.EOrderBusy, "another operation on order %s is in progress with a provider; retry", o.ID)
 }
 
 // settled returns the outcome an attempt already settled by another request
@@ -269,12 +270,12 @@ func (s *Service) settled(a store.Attempt) callResult {
 	case store.AttemptSucceeded:
 		return callResult{class: succeeded, ref: a.ProviderRef}
 	case store.AttemptDeclined:
-		return callResult{class: declined, err: order.Errorf(order.EDeclined, "the payment was declined: %s", a.ErrorCode)}
+		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: %s", a.ErrorCode)}
 	case store.AttemptRejected:
 		if a.Kind == store.AttemptRefund {
 			return callResult{class: rejected, err: refundRejected()}
 		}
-		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected, "the warehouse rejected the shipment")}
+		return callResult{class: rejected, err: apperr.Errorf(apperr.EFulfillmentRejected, "the warehouse rejected the shipment")}
 	}
 	return callResult{}
 }
@@ -294,7 +295,7 @@ func (s *Service) completeOK(ctx context.Context, rec idempotency.Record, lease 
 
 // completeFinal completes the key with a final error (stored, replayed).
 func (s *Service) completeFinal(ctx context.Context, rec idempotency.Record, lease store.Lease, o order.Order, cause error, next *order.Order, upd *store.AttemptUpdate) (Result, error) {
-	var oe *order.Error
+	var oe *apperr.Error
 	if !errors.As(cause, &oe) {
 		return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, cause)
 	}
@@ -325,7 +326,7 @@ func (s *Service) release(ctx context.Context, rec idempotency.Record, lease sto
 // failed): the new holder finishes; the client retries with the same key.
 func (s *Service) lost(err error) (Result, error) {
 	if errors.Is(err, store.ErrLeaseLost) {
-		return Result{}, order.Errorf(order.EKeyInProgress,
+		return Result{}, apperr.Errorf(apperr.EKeyInProgress,
 			"this request took too long and another worker finished it; retry with the same key")
 	}
 	return Result{}, err
@@ -360,9 +361,9 @@ func (s *Service) classifyCharge(ch payment.Charge, err error) callResult {
 	case err == nil:
 		return callResult{class: succeeded, ref: ch.ID}
 	case errors.As(err, &decline):
-		return callResult{class: declined, err: order.Errorf(order.EDeclined, "the payment was declined: %s", decline.Code)}
+		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: %s", decline.Code)}
 	case errors.Is(err, payment.ErrIdempotencyKeyReused):
-		return callResult{class: contended, err: order.Errorf(order.EOrderBusy,
+		return callResult{class: contended, err: apperr.Errorf(apperr.EOrderBusy,
 			"another payment of this order, with other details, is in progress; retry")}
 	case payment.IsUnknownOutcome(err):
 		return callResult{class: unknown, err: unknownErr("payment provider")}
@@ -403,12 +404,12 @@ func (s *Service) classifyShipment(sh fulfillment.Shipment, err error) callResul
 	case fulfillment.IsRetryable(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return callResult{class: retryable, err: s.unavailable("warehouse", err)}
 	case errors.Is(err, fulfillment.ErrIdempotencyKeyReused):
-		return callResult{class: contended, err: order.Errorf(order.EOrderBusy, "another fulfilment of this order is in progress; retry")}
+		return callResult{class: contended, err: apperr.Errorf(apperr.EOrderBusy, "another fulfilment of this order is in progress; retry")}
 	case errors.Is(err, fulfillment.ErrOutOfStock):
-		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected,
+		return callResult{class: rejected, err: apperr.Errorf(apperr.EFulfillmentRejected,
 			"the warehouse rejected the shipment: an item is out of stock; the order can be cancelled and refunded")}
 	default:
-		return callResult{class: rejected, err: order.Errorf(order.EFulfillmentRejected, "the warehouse rejected the shipment")}
+		return callResult{class: rejected, err: apperr.Errorf(apperr.EFulfillmentRejected, "the warehouse rejected the shipment")}
 	}
 }
 
@@ -478,13 +479,13 @@ func chargeKey(id string, version int64) string { return fmt.Sprintf("%s/pay/%d"
 
 // unavailable is the client-facing error of a retryable provider failure;
 // the cause goes to the log, not to the client.
-func (s *Service) unavailable(who string, err error) *order.Error {
+func (s *Service) unavailable(who string, err error) *apperr.Error {
 	s.cfg.Logger.Warn("provider call failed", "provider", who, "err", err)
-	return &order.Error{Code: order.EUnavailable, Message: fmt.Sprintf(
+	return &apperr.Error{Code: apperr.EUnavailable, Message: fmt.Sprintf(
 		"the %s is unavailable; nothing was done — retry with the same Idempotency-Key", who)}
 }
 
-func unknownErr(who string) *order.Error {
-	return &order.Error{Code: order.EUnavailable, Message: fmt.Sprintf("the %s's answer was lost; "+
+func unknownErr(who string) *apperr.Error {
+	return &apperr.Error{Code: apperr.EUnavailable, Message: fmt.Sprintf("the %s's answer was lost; "+
 		"retry with the same Idempotency-Key: the outcome is checked with the %s before anything is done again", who, who)}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
@@ -56,7 +57,7 @@ func outcomeOf(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	return string(order.ErrorCode(err))
+	return string(apperr.ErrorCode(err))
 }
 
 // SweepKeys is one pass of the key lifecycle at the current time, at most
@@ -93,7 +94,7 @@ type KeyInfo struct {
 func (s *Service) KeyStatus(ctx context.Context, tenantID, key string) (KeyInfo, error) {
 	r, err := s.store.LookupKey(ctx, tenantID, idempotency.HashKey(key))
 	if errors.Is(err, store.ErrNotFound) {
-		return KeyInfo{}, order.Errorf(order.ENotFound, "no such idempotency key (it may never have been used, or its tombstone was deleted)")
+		return KeyInfo{}, apperr.Errorf(apperr.ENotFound, "no such idempotency key (it may never have been used, or its tombstone was deleted)")
 	}
 	if err != nil {
 		return KeyInfo{}, err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/looplab/fsm"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/order"
 )
 
@@ -41,15 +42,15 @@ var satisfied = map[order.Event][]order.State{
 }
 
 // Decide returns what event does to an order in state from. It returns an
-// *order.Error with code EInvalidTransition naming the state and the event
+// *apperr.Error with code EInvalidTransition naming the state and the event
 // when the event is neither allowed nor already satisfied, and one with code
 // EInvalid for an unknown state or event.
 func Decide(from order.State, event order.Event) (Decision, error) {
 	if !from.Valid() {
-		return Decision{}, order.Errorf(order.EInvalid, "unknown order state %q", from)
+		return Decision{}, apperr.Errorf(apperr.EInvalid, "unknown order state %q", from)
 	}
 	if _, ok := satisfied[event]; !ok {
-		return Decision{}, order.Errorf(order.EInvalid, "unknown event %q", event)
+		return Decision{}, apperr.Errorf(apperr.EInvalid, "unknown event %q", event)
 	}
 	for _, s := range satisfied[event] {
 		if s == from {
@@ -64,5 +65,5 @@ func Decide(from order.State, event order.Event) (Decision, error) {
 }
 
 func invalid(from order.State, event order.Event) error {
-	return order.Errorf(order.EInvalidTransition, "cannot %s an order in state %s", event, from)
+	return apperr.Errorf(apperr.EInvalidTransition, "cannot %s an order in state %s", event, from)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/statemachine"
 )
@@ -37,7 +38,7 @@ func TestDecideEveryStateAndEvent(t *testing.T) {
 		t.Run(fmt.Sprintf("%s on %s", tt.event, tt.from), func(t *testing.T) {
 			d, err := statemachine.Decide(tt.from, tt.event)
 			if tt.outcome == invalid {
-				if order.ErrorCode(err) != order.EInvalidTransition {
+				if apperr.ErrorCode(err) != apperr.EInvalidTransition {
 					t.Fatalf("Decide = %+v, %v; want an EInvalidTransition error", d, err)
 				}
 				want := fmt.Sprintf("invalid_transition: cannot %s an order in state %s", tt.event, tt.from)
@@ -57,10 +58,10 @@ func TestDecideEveryStateAndEvent(t *testing.T) {
 }
 
 func TestDecideRejectsUnknownStateAndEvent(t *testing.T) {
-	if _, err := statemachine.Decide("SHIPPED", order.EventPay); order.ErrorCode(err) != order.EInvalid {
+	if _, err := statemachine.Decide("SHIPPED", order.EventPay); apperr.ErrorCode(err) != apperr.EInvalid {
 		t.Errorf("unknown state: err = %v, want EInvalid", err)
 	}
-	if _, err := statemachine.Decide(order.Received, "refund"); order.ErrorCode(err) != order.EInvalid {
+	if _, err := statemachine.Decide(order.Received, "refund"); apperr.ErrorCode(err) != apperr.EInvalid {
 		t.Errorf("unknown event: err = %v, want EInvalid", err)
 	}
 }

@@ -140,7 +140,7 @@ type SweepResult struct {
 // instead, in three phases (AcquireLease + RecordAttempt; the call with no
 // transaction open; Complete or Release), every write fenced by the lease.
 //
-// Errors: ErrNotFound, ErrVersionConflict, ErrLeaseLost, an *order.Error
+// Errors: ErrNotFound, ErrVersionConflict, ErrLeaseLost, an *apperr.Error
 // with code EUnavailable when the database is unreachable or asks for a
 // retry (serialization failure, deadlock, shutdown), or another error
 // (internal).

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/migrations"
 	"github.com/orderly/orderly/order"
@@ -356,7 +357,7 @@ func scanKey(row pgx.CollectableRow) (idempotency.Record, error) {
 		&r.CreatedAt, &r.ExpiresAt, &tombstone)
 	r.State = idempotency.State(state)
 	r.StatusCode = deref(status)
-	r.ResourceID, r.ErrorCode, r.ErrorDetail = deref(resource), order.Code(deref(code)), deref(detail)
+	r.ResourceID, r.ErrorCode, r.ErrorDetail = deref(resource), apperr.Code(deref(code)), deref(detail)
 	r.RecoveryPoint, r.AttemptKey = idempotency.RecoveryPoint(deref(recovery)), deref(attempt)
 	r.LockedUntil, r.TombstoneUntil = utc(deref(locked)), utc(deref(tombstone))
 	r.CreatedAt, r.ExpiresAt = r.CreatedAt.UTC(), r.ExpiresAt.UTC()
@@ -393,13 +394,13 @@ func utc(t time.Time) time.Time {
 // translate maps driver errors to the store's vocabulary at this boundary:
 // no rows → ErrNotFound; connection failures, serialization failures
 // (40001), deadlocks (40P01), and server shutdown (57P01..57P03) → an
-// EUnavailable *order.Error a client may retry.
+// EUnavailable *apperr.Error a client may retry.
 func translate(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &order.Error{Code: order.EUnavailable, Message: "the request was cancelled or timed out"}
+		return &apperr.Error{Code: apperr.EUnavailable, Message: "the request was cancelled or timed out"}
 	}
 	if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
 		return err
@@ -411,7 +412,7 @@ func translate(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "40001", "40P01", "57P01", "57P02", "57P03", "53300":
-			return &order.Error{Code: order.EUnavailable, Message: "the database asked for a retry: " + pgErr.Code}
+			return &apperr.Error{Code: apperr.EUnavailable, Message: "the database asked for a retry: " + pgErr.Code}
 		}
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -421,7 +422,7 @@ func translate(err error) error {
 		// The connection broke (a restart, a reset). A statement that was
 		// sent may or may not have committed; the client's retry with the
 		// same key finds out.
-		return &order.Error{Code: order.EUnavailable, Message: "the database is unavailable"}
+		return &apperr.Error{Code: apperr.EUnavailable, Message: "the database is unavailable"}
 	}
 	return fmt.Errorf("postgres: %w", err)
 }

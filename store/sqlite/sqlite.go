@@ -19,6 +19,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/sqlitefile"
 	"github.com/orderly/orderly/migrations"
@@ -384,7 +385,7 @@ func scanKey(row scanner) (idempotency.Record, error) {
 		&created, &expires, &tombstone)
 	r.State = idempotency.State(state)
 	r.StatusCode = int(status.Int64)
-	r.ResourceID, r.ErrorCode, r.ErrorDetail = resource.String, order.Code(code.String), detail.String
+	r.ResourceID, r.ErrorCode, r.ErrorDetail = resource.String, apperr.Code(code.String), detail.String
 	r.RecoveryPoint, r.AttemptKey = idempotency.RecoveryPoint(recovery.String), attempt.String
 	r.LockedUntil, r.TombstoneUntil = zeroOrTime(locked), zeroOrTime(tombstone)
 	r.CreatedAt, r.ExpiresAt = fromMicros(created), fromMicros(expires)
@@ -413,14 +414,14 @@ func zeroOrTime(v sql.NullInt64) time.Time {
 
 // translate maps driver errors to the store's vocabulary: no rows →
 // ErrNotFound; SQLITE_BUSY/LOCKED (after the busy timeout) → a retryable
-// EUnavailable *order.Error.
+// EUnavailable *apperr.Error.
 func translate(err error) error {
 	if err == nil || errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrLeaseLost) ||
 		errors.Is(err, store.ErrAttemptInFlight) {
 		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &order.Error{Code: order.EUnavailable, Message: "the request was cancelled or timed out"}
+		return &apperr.Error{Code: apperr.EUnavailable, Message: "the request was cancelled or timed out"}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
@@ -429,11 +430,11 @@ func translate(err error) error {
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return &order.Error{Code: order.EUnavailable, Message: "the database is busy"}
+			return &apperr.Error{Code: apperr.EUnavailable, Message: "the database is busy"}
 		}
 	}
 	if strings.Contains(err.Error(), "database is closed") {
-		return &order.Error{Code: order.EUnavailable, Message: "the database is closed"}
+		return &apperr.Error{Code: apperr.EUnavailable, Message: "the database is closed"}
 	}
 	return fmt.Errorf("sqlite: %w", err)
 }

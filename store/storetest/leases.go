@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
@@ -465,13 +466,13 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 		cases := []struct {
 			name     string
 			status   int
-			code     order.Code
+			code     apperr.Code
 			detail   string
 			resource string
 		}{
-			{"InvalidTransition", 409, order.EInvalidTransition, "cannot pay an order in state CANCELLED", order.NewID()},
-			{"Declined", 402, order.EDeclined, "the card was declined — insufficient funds", order.NewID()},
-			{"InvalidWithoutResource", 400, order.EInvalid, "customer_id is required", ""},
+			{"InvalidTransition", 409, apperr.EInvalidTransition, "cannot pay an order in state CANCELLED", order.NewID()},
+			{"Declined", 402, apperr.EDeclined, "the card was declined — insufficient funds", order.NewID()},
+			{"InvalidWithoutResource", 400, apperr.EInvalid, "customer_id is required", ""},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -482,8 +483,8 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 				mustComplete(t, s, r, store.Completion{Outcome: out})
 				got := mustLookup(t, s, "tenant-a", r.KeyHash)
 				assertRecord(t, got, completedAs(r, out))
-				if order.ErrorCode(got.Err()) != tc.code {
-					t.Errorf("Err() code = %q, want %q", order.ErrorCode(got.Err()), tc.code)
+				if apperr.ErrorCode(got.Err()) != tc.code {
+					t.Errorf("Err() code = %q, want %q", apperr.ErrorCode(got.Err()), tc.code)
 				}
 			})
 		}
@@ -617,7 +618,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 					settler = got[0]
 				}
 				mustComplete(t, s, settler, store.Completion{Outcome: idempotency.Record{
-					StatusCode: 402, ResourceID: o.ID, ErrorCode: order.EDeclined, ErrorDetail: "declined",
+					StatusCode: 402, ResourceID: o.ID, ErrorCode: apperr.EDeclined, ErrorDetail: "declined",
 				}, Attempt: &store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptDeclined, At: base.Add(time.Minute)}})
 				mustComplete(t, s, cancel, store.Completion{Outcome: outcome(200, o.ID), Next: &cancelled})
 				assertOrder(t, mustGet(t, s, "tenant-a", o.ID), cancelled)
@@ -633,7 +634,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 		charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 		mustRecordAttempt(t, s, charge, newAttempt(o, "charge-1", base))
 		other := mustAcquire(t, s, newClaim("tenant-a", "cancel-1", o.ID, base.Add(time.Minute)))
-		out := idempotency.Record{StatusCode: 409, ResourceID: o.ID, ErrorCode: order.EInvalidTransition, ErrorDetail: "busy"}
+		out := idempotency.Record{StatusCode: 409, ResourceID: o.ID, ErrorCode: apperr.EInvalidTransition, ErrorDetail: "busy"}
 		mustComplete(t, s, other, store.Completion{Outcome: out})
 		assertRecord(t, mustLookup(t, s, "tenant-a", other.KeyHash), completedAs(other, out))
 	})

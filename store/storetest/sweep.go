@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
@@ -22,7 +23,7 @@ func testSweep(t *testing.T, open func(t *testing.T) store.Store) {
 		atNow := mustCreateKeyed(t, s, "tenant-b", "at-now", now.Add(-idempotency.DefaultKeyTTL), false)
 		live := mustCreateKeyed(t, s, "tenant-a", "live", now.Add(-idempotency.DefaultKeyTTL+time.Microsecond), false)
 		leased := mustAcquire(t, s, newClaim("tenant-a", "declined", order.NewID(), base))
-		declined := idempotency.Record{StatusCode: 402, ResourceID: leased.ResourceID, ErrorCode: order.EDeclined, ErrorDetail: "card declined"}
+		declined := idempotency.Record{StatusCode: 402, ResourceID: leased.ResourceID, ErrorCode: apperr.EDeclined, ErrorDetail: "card declined"}
 		mustComplete(t, s, leased, store.Completion{Outcome: declined})
 
 		assertSweep(t, s, now, 100, store.SweepResult{Tombstoned: 3})

@@ -1,4 +1,4 @@
-package order
+package apperr
 
 import (
 	"errors"
