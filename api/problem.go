@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/service"
 )
 
 // ProblemBaseURI prefixes every problem type; the slug after it is stable.
@@ -52,13 +54,28 @@ var problems = map[apperr.Code]problemKind{
 	codeMethodNotAllowed:        {http.StatusMethodNotAllowed, "Method not allowed", false},
 }
 
-// StatusOf returns the HTTP status for an error code (500 for an unknown
-// one). The service records it for final errors.
-func StatusOf(c apperr.Code) int {
+// statusOf returns the HTTP status for an error code (500 for an unknown
+// one).
+func statusOf(c apperr.Code) int {
 	if k, ok := problems[c]; ok {
 		return k.status
 	}
 	return http.StatusInternalServerError
+}
+
+// outcomeStatus is the HTTP status of a completed key's stored outcome, as
+// its replay answers: the error code's, else 201 for a create and 200 for a
+// transition. It is 0 for a key that is not completed.
+func outcomeStatus(k service.KeyInfo) int {
+	switch {
+	case k.State != service.KeyCompleted:
+		return 0
+	case k.ErrorCode != "":
+		return statusOf(k.ErrorCode)
+	case k.Operation == idempotency.OpCreate:
+		return http.StatusCreated
+	}
+	return http.StatusOK
 }
 
 // Problem is an RFC 9457 problem details object. Errors lists invalid

@@ -174,7 +174,7 @@ func (s *server) createOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.svc.Create(r.Context(), tenantOf(r.Context()), key, in)
-	s.respond(w, r, res, err)
+	s.respond(w, r, true, res, err)
 }
 
 func (s *server) getOrder(w http.ResponseWriter, r *http.Request) {
@@ -271,7 +271,7 @@ func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.svc.Pay(r.Context(), s.call(r, id, key), in)
-	s.respond(w, r, res, err)
+	s.respond(w, r, false, res, err)
 }
 
 func (s *server) fulfillOrder(w http.ResponseWriter, r *http.Request) {
@@ -302,7 +302,7 @@ func (s *server) emptyBodyEvent(w http.ResponseWriter, r *http.Request, route st
 		return
 	}
 	res, err := do(r.Context(), s.call(r, id, key))
-	s.respond(w, r, res, err)
+	s.respond(w, r, false, res, err)
 }
 
 // paymentMethodReason says what is wrong with a payment method id, or "".
@@ -343,7 +343,7 @@ func (s *server) getKeyStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, keyStatus{
 		Key: key, State: string(info.State), ExpiresAt: info.ExpiresAt,
-		ResourceID: info.ResourceID, StatusCode: info.StatusCode,
+		ResourceID: info.ResourceID, StatusCode: outcomeStatus(info),
 	})
 }
 
@@ -356,10 +356,10 @@ type keyStatus struct {
 	StatusCode int       `json:"status_code,omitempty"`
 }
 
-// respond writes a use case's result: the order with its status, or the
-// problem; with Idempotency-Replayed and Idempotency-Key-Expires where they
-// apply, and Location for a created order.
-func (s *server) respond(w http.ResponseWriter, r *http.Request, res service.Result, err error) {
+// respond writes a use case's result: the order (201 with Location for a
+// create, 200 for a transition), or the problem; with Idempotency-Replayed
+// and Idempotency-Key-Expires where they apply.
+func (s *server) respond(w http.ResponseWriter, r *http.Request, create bool, res service.Result, err error) {
 	if res.Replayed {
 		w.Header().Set("Idempotency-Replayed", "true")
 	}
@@ -370,8 +370,10 @@ func (s *server) respond(w http.ResponseWriter, r *http.Request, res service.Res
 		writeError(w, r, s.log, err)
 		return
 	}
-	if res.Status == http.StatusCreated {
-		w.Header().Set("Location", "/v1/orders/"+res.Order.ID)
+	if !create {
+		writeJSON(w, http.StatusOK, res.Order)
+		return
 	}
-	writeJSON(w, res.Status, res.Order)
+	w.Header().Set("Location", "/v1/orders/"+res.Order.ID)
+	writeJSON(w, http.StatusCreated, res.Order)
 }

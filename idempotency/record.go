@@ -84,24 +84,37 @@ const (
 	RecoveryAttemptRecorded RecoveryPoint = "attempt_recorded"
 )
 
+// Operation is what a key was claimed for. The api derives a stored
+// outcome's HTTP status from it and the error code (201 for a successful
+// create, 200 for a successful transition), so no status is stored.
+type Operation string
+
+// Operations. The set is closed: the database constrains the column to it.
+const (
+	OpCreate  Operation = "create"
+	OpPay     Operation = "pay"
+	OpFulfill Operation = "fulfill"
+	OpCancel  Operation = "cancel"
+)
+
 // Record is the stored outcome of the first request that claimed a key,
 // scoped by (TenantID, KeyHash). Stores keep only the key's hash (HashKey),
-// never the key itself. StatusCode is the HTTP status of that outcome
-// (201, 200, or a final error such as 402, 409 or 422); ResourceID is the
-// order it concerns. For a final error, ErrorCode and ErrorDetail let a
-// replay return the same problem. ExpiresAt is CreatedAt plus the key's
-// retention window.
+// never the key itself. Operation is what the key was claimed for (empty
+// only for keys stored before it was recorded, which were transitions);
+// ResourceID is the order it concerns. A completed record without ErrorCode
+// is a success; with one, ErrorCode and ErrorDetail let a replay return the
+// same problem. ExpiresAt is CreatedAt plus the key's retention window.
 //
 // While State is StateInProgress the key is leased until LockedUntil by the
 // holder of FencingToken; the token grows on every takeover, and a write
-// fenced by an older token is refused. StatusCode is set only when
-// completed. TombstoneUntil is when an expired key's tombstone is deleted.
+// fenced by an older token is refused. TombstoneUntil is when an expired
+// key's tombstone is deleted.
 type Record struct {
 	TenantID    string
 	KeyHash     string
 	Fingerprint string
 	Derived     bool
-	StatusCode  int
+	Operation   Operation
 	ResourceID  string
 	ErrorCode   apperr.Code
 	ErrorDetail string

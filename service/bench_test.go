@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
@@ -71,7 +70,7 @@ func newBenchService(b *testing.B) (*service.Service, *roundTrips) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	svc := service.New(st, payment.NewSimulator(), fulfillment.NewSimulator(), service.Config{StatusOf: api.StatusOf})
+	svc := service.New(st, payment.NewSimulator(), fulfillment.NewSimulator(), service.Config{})
 	return svc, rt
 }
 

@@ -48,12 +48,6 @@ import (
 	"github.com/orderly/orderly/store"
 )
 
-// Status codes the service records for successful outcomes.
-const (
-	StatusCreated = 201
-	StatusOK      = 200
-)
-
 // Defaults of Config.
 const (
 	DefaultLeaseDuration = 30 * time.Second
@@ -74,9 +68,6 @@ type Config struct {
 	// DerivedKeyTTL is the retention of keys derived from a fingerprint
 	// (default 10m).
 	DerivedKeyTTL time.Duration
-	// StatusOf maps an error code to the HTTP status recorded for a final
-	// error (the api package's table). Required.
-	StatusOf func(apperr.Code) int
 	// LeaseDuration is how long a request holds its key while it calls a
 	// provider (default 30s). It must exceed the providers' timeouts, so a
 	// live request's lease never lapses mid-call.
@@ -91,6 +82,15 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
+	// GroupCommit coalesces concurrent creates into one multi-row
+	// statement in one transaction (see groupCommit). Each create keeps its
+	// own key claim, replay and errors.
+	GroupCommit bool
+	// GroupCommitMaxBatch bounds a group's size (default 64).
+	GroupCommitMaxBatch int
+	// GroupCommitWorkers is how many groups may be in flight at once
+	// (default 2); each waits for nothing but the previous group.
+	GroupCommitWorkers int
 }
 
 // Service runs the use cases. It is safe for concurrent use and holds no
@@ -100,6 +100,7 @@ type Service struct {
 	gateway   payment.Gateway
 	warehouse fulfillment.Warehouse
 	cfg       Config
+	creates   *groupCommit // nil when group commit is off
 }
 
 // New returns a Service over st, charging through gw and shipping through wh.
@@ -125,20 +126,28 @@ func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Confi
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.StatusOf == nil {
-		panic("service: Config.StatusOf is required")
+	svc := &Service{store: st, gateway: gw, warehouse: wh, cfg: cfg}
+	if cfg.GroupCommit {
+		svc.creates = newGroupCommit(st, cfg.GroupCommitMaxBatch, cfg.GroupCommitWorkers)
 	}
-	return &Service{store: st, gateway: gw, warehouse: wh, cfg: cfg}
+	return svc
 }
 
-// Result is the outcome of a use case. Status is the HTTP status of the
-// outcome (201, 200, or a replayed final error's). Replayed is true when the
-// outcome was recorded by an earlier request with the same key; Order is
-// then the order's current state. KeyExpiresAt is when the key's record
-// expires (zero without a key).
+// Close stops the service's background work (the group-commit workers),
+// after the requests they hold are answered.
+func (s *Service) Close() {
+	if s.creates != nil {
+		s.creates.close()
+	}
+}
+
+// Result is the outcome of a use case: the order after it (its current
+// state for a replay). Replayed is true when the outcome was recorded by an
+// earlier request with the same key. KeyExpiresAt is when the key's record
+// expires (zero without a key). The service speaks no HTTP: the api derives
+// the status from the operation and, for an error, its code.
 type Result struct {
 	Order        order.Order
-	Status       int
 	Replayed     bool
 	KeyExpiresAt time.Time
 }
@@ -211,21 +220,26 @@ func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.K
 	if err != nil {
 		return Result{}, err
 	}
-	rec := s.record(tenantID, key, now, StatusCreated, o.ID)
-	held, err := s.store.CreateOrder(ctx, rec, o)
+	rec := s.record(tenantID, key, now, o.ID)
+	var held *store.Holder
+	if s.creates != nil {
+		held, err = s.creates.do(ctx, store.NewOrder{Key: rec, Order: o})
+	} else {
+		held, err = s.store.CreateOrder(ctx, rec, o)
+	}
 	if err != nil {
 		return Result{}, err
 	}
 	if held != nil {
 		return s.held(ctx, key, *held, now)
 	}
-	return Result{Order: o, Status: StatusCreated, KeyExpiresAt: expiry(rec)}, nil
+	return Result{Order: o, KeyExpiresAt: expiry(rec)}, nil
 }
 
 // held answers a request whose key another request holds: a replay of a
 // completed outcome, or the reason there is none (EKeyReused, EKeyExpired,
 // EKeyInProgress).
-func (s *Service) held(ctx context.Context, key idempotency.Key, h idempotency.Record, now time.Time) (Result, error) {
+func (s *Service) held(ctx context.Context, key idempotency.Key, h store.Holder, now time.Time) (Result, error) {
 	keyed := Result{KeyExpiresAt: h.ExpiresAt}
 	if h.Fingerprint != key.Fingerprint {
 		return keyed, apperr.Errorf(apperr.EKeyReused,
@@ -266,12 +280,17 @@ func (s *Service) awaitHolder(ctx context.Context, h idempotency.Record, wait ti
 // waitPoll is how often a request that waits (Prefer: wait) re-reads a key.
 const waitPoll = 50 * time.Millisecond
 
-// replay answers with the outcome h recorded: the same status, the order's
-// current state, or the same final error.
-func (s *Service) replay(ctx context.Context, h idempotency.Record) (Result, error) {
-	res := Result{Status: h.StatusCode, Replayed: true, KeyExpiresAt: h.ExpiresAt}
+// replay answers with the outcome h recorded: the order's current state
+// (read with the key, so a replay is one store round trip), or the same
+// final error.
+func (s *Service) replay(ctx context.Context, h store.Holder) (Result, error) {
+	res := Result{Replayed: true, KeyExpiresAt: h.ExpiresAt}
 	if err := h.Err(); err != nil {
 		return res, err
+	}
+	if h.Order != nil {
+		res.Order = *h.Order
+		return res, nil
 	}
 	o, err := s.store.GetOrder(ctx, h.TenantID, h.ResourceID)
 	if err != nil {
@@ -283,18 +302,18 @@ func (s *Service) replay(ctx context.Context, h idempotency.Record) (Result, err
 
 // record returns the completed key record to claim for a create, or nil
 // without a key.
-func (s *Service) record(tenantID string, key idempotency.Key, now time.Time, status int, resourceID string) *idempotency.Record {
+func (s *Service) record(tenantID string, key idempotency.Key, now time.Time, resourceID string) *idempotency.Record {
 	if key.IsZero() {
 		return nil
 	}
-	r := s.claim(tenantID, key, now, resourceID)
-	r.State, r.StatusCode = idempotency.StateCompleted, status
+	r := s.claim(tenantID, key, now, idempotency.OpCreate, resourceID)
+	r.State = idempotency.StateCompleted
 	return &r
 }
 
 // claim returns the key record a request claims at now: tenant-scoped, by
 // hash, with the key's retention window.
-func (s *Service) claim(tenantID string, key idempotency.Key, now time.Time, resourceID string) idempotency.Record {
+func (s *Service) claim(tenantID string, key idempotency.Key, now time.Time, op idempotency.Operation, resourceID string) idempotency.Record {
 	ttl := s.cfg.KeyTTL
 	if key.Derived {
 		ttl = s.cfg.DerivedKeyTTL
@@ -302,7 +321,7 @@ func (s *Service) claim(tenantID string, key idempotency.Key, now time.Time, res
 	now = now.UTC().Truncate(time.Microsecond)
 	return idempotency.Record{
 		TenantID: tenantID, KeyHash: idempotency.HashKey(key.Value), Fingerprint: key.Fingerprint,
-		Derived: key.Derived, ResourceID: resourceID, CreatedAt: now, ExpiresAt: now.Add(ttl),
+		Derived: key.Derived, Operation: op, ResourceID: resourceID, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
@@ -73,7 +72,7 @@ func newFixture(t *testing.T, kind string) *fixture {
 	f.svc = service.New(f.st, f.gw, fulfillment.NewSimulator(), service.Config{
 		KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
 		LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second,
-		StatusOf: api.StatusOf, Now: f.clk.Now,
+		Now: f.clk.Now,
 	})
 	return f
 }
@@ -131,7 +130,7 @@ func TestStaleWorkerIsFenced(t *testing.T) {
 
 		f.clk.Advance(11 * time.Second) // A's lease lapses
 		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K")}, payIn)
-		if err != nil || res.Status != 200 || res.Order.State != order.Paid || res.Replayed {
+		if err != nil || res.Order.State != order.Paid || res.Replayed {
 			t.Fatalf("takeover = %+v, %v; want a fresh 200 PAID", res, err)
 		}
 		rec, err := f.st.LookupKey(ctx, "t1", idempotency.HashKey("K"))
@@ -149,7 +148,7 @@ func TestStaleWorkerIsFenced(t *testing.T) {
 			t.Fatalf("order = %s v%d (%v), want PAID v2", got.State, got.Version, err)
 		}
 		after, _ := f.st.LookupKey(ctx, "t1", idempotency.HashKey("K"))
-		if after.FencingToken != rec.FencingToken || after.StatusCode != 200 {
+		if after.FencingToken != rec.FencingToken || after.State != idempotency.StateCompleted || after.ErrorCode != "" {
 			t.Fatalf("the stale worker changed the key: %+v", after)
 		}
 		if n := f.gw.Captures(o.ID); n != 1 {
@@ -175,7 +174,7 @@ func TestPreferWaitReplaysTheWinner(t *testing.T) {
 		<-entered
 		time.AfterFunc(200*time.Millisecond, func() { close(release) })
 		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("W"), Wait: 3 * time.Second}, payIn)
-		if err != nil || !res.Replayed || res.Status != 200 || res.Order.State != order.Paid {
+		if err != nil || !res.Replayed || res.Order.State != order.Paid {
 			t.Fatalf("waiting duplicate = %+v, %v; want a 200 replay of PAID", res, err)
 		}
 		if err := <-first; err != nil {
@@ -281,7 +280,7 @@ func TestCompleterFinishesAbandonedRequests(t *testing.T) {
 				t.Fatalf("order %s is %s with %d captures, want PAID with 1", c.k, got.State, f.gw.Captures(c.o.ID))
 			}
 			res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: c.o.ID, Key: key(c.k)}, payIn)
-			if err != nil || !res.Replayed || res.Status != 200 {
+			if err != nil || !res.Replayed {
 				t.Fatalf("retry of %s after the completer = %+v, %v; want a 200 replay", c.k, res, err)
 			}
 		}
@@ -430,11 +429,11 @@ func TestRefundRefusedForGoodIsFinal(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := service.New(f.st, payment.NewSimulator(), fulfillment.NewSimulator(), service.Config{
-			StatusOf: api.StatusOf, Now: f.clk.Now, LeaseDuration: 10 * time.Second,
+			Now: f.clk.Now, LeaseDuration: 10 * time.Second,
 		})
 		for i, want := range []bool{false, true} {
 			res, err := other.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")})
-			if apperr.ErrorCode(err) != apperr.ERefundRejected || res.Replayed != want || res.Status != 422 {
+			if apperr.ErrorCode(err) != apperr.ERefundRejected || res.Replayed != want {
 				t.Fatalf("cancel %d = %+v, %v; want a 422 refund_rejected (replayed: %v)", i, res, err, want)
 			}
 		}

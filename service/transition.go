@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,7 +36,7 @@ func (s *Service) Pay(ctx context.Context, c Call, in PayInput) (Result, error) 
 		}
 		return nil
 	}
-	return s.leased(ctx, c, order.EventPay, check, s.payEffect(in.PaymentMethod))
+	return s.leased(ctx, c, order.EventPay, check, s.payEffect(in.PaymentMethod, &in.Amount, in.Currency))
 }
 
 // Fulfill ships the order through the warehouse and moves it from PAID to
@@ -54,9 +55,13 @@ func (s *Service) Cancel(ctx context.Context, c Call) (Result, error) {
 	return s.leased(ctx, c, order.EventCancel, nil, s.refundEffect())
 }
 
-// effect is the provider side of an event: which attempt a decision needs
-// (nil for none), and how to make it.
+// effect is the provider side of an event: from which state the event calls
+// a provider (the order's state for which attempt returns non-nil), the
+// attempt a decision needs (nil for none), and how to make it. intent tells
+// the store how to record that attempt in phase 1 without a decision from
+// Go first; TestEffectsMatchTheirIntents holds the two to the same answer.
 type effect struct {
+	intent  func(orderID string, now time.Time) store.Intent
 	attempt func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt
 	call    func(ctx context.Context, a store.Attempt, o order.Order) callResult
 }
@@ -79,15 +84,24 @@ type callResult struct {
 	err   *apperr.Error
 }
 
+// operations maps an event to the operation its key is claimed for.
+var operations = map[order.Event]idempotency.Operation{
+	order.EventPay: idempotency.OpPay, order.EventFulfill: idempotency.OpFulfill, order.EventCancel: idempotency.OpCancel,
+}
+
 // leased runs an event in three phases under a lease on the key:
 //
-//  1. pre-call: AcquireLease (a takeover bumps the fencing token), read the
-//     order, decide, and RecordAttempt (the recovery point);
+//  1. pre-call, one store transaction (StartLeased): take the key's lease
+//     (a takeover bumps the fencing token), lock the order, and record the
+//     provider attempt if the effect's intent allows the order (the
+//     recovery point); the decision is then made from what it returned;
 //  2. the provider call, with no transaction or connection held, on a
 //     context the client's disconnect does not cancel;
-//  3. post-call: Complete (order compare-and-set, attempt, outcome) or
-//     Release, each fenced by the token, so a worker whose lease was taken
-//     over cannot write.
+//  3. post-call, one store transaction (InTx): complete or release the key,
+//     compare-and-set the order, settle the attempt, every write fenced by
+//     the token, so a worker whose lease was taken over cannot write.
+//
+// A replay is phase 1 alone: the holder comes back with its order.
 func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func(order.Order) error, eff effect) (Result, error) {
 	if !order.ValidID(c.OrderID) {
 		return Result{}, notFound(store.ErrNotFound, c.OrderID)
@@ -99,33 +113,35 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 		// gets a private key nobody can replay.
 		key = idempotency.Key{Value: "anon:" + uuid.NewString(), Derived: true}
 	}
-	claim := s.claim(c.TenantID, key, now, c.OrderID)
+	claim := s.claim(c.TenantID, key, now, operations[ev], c.OrderID)
 	claim.LockedUntil = now.Add(s.cfg.LeaseDuration)
-	rec, acquired, err := s.store.AcquireLease(ctx, claim)
+	st, err := s.store.StartLeased(ctx, claim, eff.intent(c.OrderID, now))
 	if err != nil {
 		return Result{}, err
 	}
-	if !acquired && rec.State == idempotency.StateInProgress && rec.Fingerprint == key.Fingerprint {
+	if !st.Acquired && st.Key.State == idempotency.StateInProgress && st.Key.Fingerprint == key.Fingerprint {
 		if wait := min(c.Wait, s.cfg.MaxWait); wait > 0 {
-			rec = s.awaitHolder(ctx, rec, wait)
+			rec := s.awaitHolder(ctx, st.Key, wait)
 			if rec.State == idempotency.StateRetryableFailure || rec.State == idempotency.StateUnknownOutcome {
 				// The holder let go without an outcome: this request,
 				// the same one, takes over now rather than answer 409.
 				now = s.cfg.Now()
 				claim.CreatedAt, claim.LockedUntil = now.UTC().Truncate(time.Microsecond), now.Add(s.cfg.LeaseDuration)
-				if rec, acquired, err = s.store.AcquireLease(ctx, claim); err != nil {
+				if st, err = s.store.StartLeased(ctx, claim, eff.intent(c.OrderID, now)); err != nil {
 					return Result{}, err
 				}
+			} else {
+				st.Key = rec
 			}
 		}
 	}
-	if !acquired {
-		return s.held(ctx, key, rec, now)
+	if !st.Acquired {
+		return s.held(ctx, key, store.Holder{Record: st.Key, Order: st.Order}, now)
 	}
-	if rec.ResourceID != c.OrderID {
-		return Result{}, fmt.Errorf("lease on key for %s resumed for %s", rec.ResourceID, c.OrderID)
+	if st.Key.ResourceID != c.OrderID {
+		return Result{}, fmt.Errorf("lease on key for %s resumed for %s", st.Key.ResourceID, c.OrderID)
 	}
-	res, err := s.drive(ctx, rec, ev, check, eff)
+	res, err := s.drive(ctx, st.Key, ev, check, eff, &st)
 	if anonymous {
 		res.KeyExpiresAt = time.Time{}
 	}
@@ -133,8 +149,9 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 }
 
 // drive decides and acts for a held key until it completes or releases it.
-// It is shared by requests and the completer.
-func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Event, check func(order.Order) error, eff effect) (Result, error) {
+// It is shared by requests and the completer. first is what phase 1 read
+// and recorded (nil for the completer, which reads afresh).
+func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Event, check func(order.Order) error, eff effect, first *store.Started) (Result, error) {
 	lease := store.LeaseOf(rec)
 	// Past phase 1 the work finishes even if the client goes away, bounded
 	// by the lease.
@@ -146,18 +163,30 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 	var carry *store.AttemptUpdate
 	for i := range maxDecisions {
 		now := s.cfg.Now()
-		o, err := s.store.GetOrder(ctx, rec.TenantID, rec.ResourceID)
-		if err != nil {
-			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, notFound(err, rec.ResourceID))
+		var o order.Order
+		var prior *store.Attempt // the attempt the key pointed at when taken
+		if i == 0 && first != nil {
+			if first.Order == nil {
+				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, notFound(store.ErrNotFound, rec.ResourceID))
+			}
+			o, prior = *first.Order, first.Attempt
+		} else {
+			var err error
+			if o, err = s.store.GetOrder(ctx, rec.TenantID, rec.ResourceID); err != nil {
+				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, notFound(err, rec.ResourceID))
+			}
+			if i == 0 && rec.AttemptKey != "" {
+				if a, err := s.store.GetAttempt(ctx, rec.AttemptKey); err == nil {
+					prior = &a
+				}
+			}
 		}
-		if i == 0 && rec.AttemptKey != "" {
+		if prior != nil && prior.ProviderKey == rec.AttemptKey {
 			// A resumed key whose attempt another holder settled meanwhile
 			// (a decline, a refusal) ends with that attempt's outcome: its
 			// request was that attempt, not a new one at a later version.
-			if prior, err := s.store.GetAttempt(ctx, rec.AttemptKey); err == nil {
-				if r := s.settled(prior); r.class == declined || r.class == rejected {
-					return s.completeFinal(ctx, rec, lease, o, r.err, nil, nil)
-				}
+			if r := s.settled(*prior); r.class == declined || r.class == rejected {
+				return s.completeFinal(ctx, rec, lease, o, r.err, nil, nil)
 			}
 		}
 		if check != nil {
@@ -191,14 +220,23 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 			}
 			return res, err
 		}
-		stored, err := s.store.RecordAttempt(ctx, lease, *a, o.Version)
-		switch {
-		case errors.Is(err, store.ErrVersionConflict):
-			continue
-		case errors.Is(err, store.ErrAttemptInFlight):
-			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, busy(o))
-		case err != nil:
-			return s.lost(err)
+		var stored store.Attempt
+		if i == 0 && first != nil && prior != nil && first.Key.AttemptKey == a.ProviderKey && prior.ProviderKey == a.ProviderKey {
+			// Phase 1 recorded this attempt (or found it recorded).
+			stored = *prior
+		} else {
+			// Phase 1 did not record it (its guard refused, or this is a
+			// later decision): record it now, with the precise reason
+			// when it cannot be.
+			stored, err = s.store.RecordAttempt(ctx, lease, *a, o.Version)
+			switch {
+			case errors.Is(err, store.ErrVersionConflict):
+				continue
+			case errors.Is(err, store.ErrAttemptInFlight):
+				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, busy(o))
+			case err != nil:
+				return s.lost(err)
+			}
 		}
 
 		r := s.settled(stored)
@@ -280,17 +318,17 @@ func (s *Service) settled(a store.Attempt) callResult {
 	return callResult{}
 }
 
-// completeOK completes the key with 200 for o (with next as the
+// completeOK completes the key with a success for o (with next as the
 // compare-and-set, if set).
 func (s *Service) completeOK(ctx context.Context, rec idempotency.Record, lease store.Lease, o order.Order, next *order.Order, upd *store.AttemptUpdate) (Result, error) {
-	out := idempotency.Record{StatusCode: StatusOK, ResourceID: o.ID}
-	if err := s.store.Complete(ctx, lease, store.Completion{Outcome: out, Next: next, Attempt: upd}); err != nil {
+	out := idempotency.Record{ResourceID: o.ID}
+	if err := s.finish(ctx, lease, &out, "", next, upd); err != nil {
 		if errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
 			return Result{}, err
 		}
 		return s.lost(err)
 	}
-	return Result{Order: o, Status: StatusOK, KeyExpiresAt: rec.ExpiresAt}, nil
+	return Result{Order: o, KeyExpiresAt: rec.ExpiresAt}, nil
 }
 
 // completeFinal completes the key with a final error (stored, replayed).
@@ -299,27 +337,56 @@ func (s *Service) completeFinal(ctx context.Context, rec idempotency.Record, lea
 	if !errors.As(cause, &oe) {
 		return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, cause)
 	}
-	status := s.cfg.StatusOf(oe.Code)
-	out := idempotency.Record{StatusCode: status, ResourceID: o.ID, ErrorCode: oe.Code, ErrorDetail: oe.Message}
-	if err := s.store.Complete(ctx, lease, store.Completion{Outcome: out, Next: next, Attempt: upd}); err != nil {
+	out := idempotency.Record{ResourceID: o.ID, ErrorCode: oe.Code, ErrorDetail: oe.Message}
+	if err := s.finish(ctx, lease, &out, "", next, upd); err != nil {
 		if errors.Is(err, store.ErrVersionConflict) {
 			return Result{}, err
 		}
 		return s.lost(err)
 	}
-	return Result{Status: status, KeyExpiresAt: rec.ExpiresAt}, cause
+	return Result{KeyExpiresAt: rec.ExpiresAt}, cause
 }
 
 // release ends the lease without an outcome and returns cause (a 404, 503 or
 // 409: nothing final happened, so nothing is stored).
 func (s *Service) release(ctx context.Context, rec idempotency.Record, lease store.Lease, to idempotency.State, upd *store.AttemptUpdate, cause error) (Result, error) {
-	if err := s.store.Release(ctx, lease, to, upd); err != nil {
+	if err := s.finish(ctx, lease, nil, to, nil, upd); err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			return s.lost(err)
 		}
 		s.cfg.Logger.Warn("could not release an idempotency key; the completer will", "err", err)
 	}
 	return Result{KeyExpiresAt: rec.ExpiresAt}, cause
+}
+
+// finish is phase 3 in one store transaction, fenced by lease: the key is
+// completed with out (or, when out is nil, released to the state to); next,
+// if set, is written as a compare-and-set that no other open attempt may
+// overlap; upd, if set, settles its attempt. On PostgreSQL this is one
+// round trip and one commit.
+func (s *Service) finish(ctx context.Context, lease store.Lease, out *idempotency.Record, to idempotency.State, next *order.Order, upd *store.AttemptUpdate) error {
+	return s.store.InTx(ctx, func(tx store.Executor) error {
+		if out != nil {
+			if err := tx.CompleteKey(ctx, lease, *out); err != nil {
+				return err
+			}
+		} else if err := tx.ReleaseKey(ctx, lease, to); err != nil {
+			return err
+		}
+		if next != nil {
+			own := ""
+			if upd != nil {
+				own = upd.ProviderKey
+			}
+			if err := tx.CompareAndSetOrder(ctx, *next, own); err != nil {
+				return err
+			}
+		}
+		if upd != nil {
+			return tx.SettleAttempt(ctx, *upd)
+		}
+		return nil
+	})
 }
 
 // lost answers a request whose lease was taken over (or whose store write
@@ -333,8 +400,12 @@ func (s *Service) lost(err error) (Result, error) {
 }
 
 // payEffect charges o at its current version with method.
-func (s *Service) payEffect(method string) effect {
+func (s *Service) payEffect(method string, amount *int64, currency string) effect {
 	return effect{
+		intent: func(id string, now time.Time) store.Intent {
+			return store.Intent{From: order.Received, Kind: store.AttemptCharge, ProviderKeyPrefix: chargeKeyPrefix(id),
+				Versioned: true, Amount: amount, Currency: currency, PaymentMethod: method, At: now}
+		},
 		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
 			return &store.Attempt{ProviderKey: chargeKey(o.ID, o.Version), TenantID: o.TenantID, OrderID: o.ID,
 				Kind: store.AttemptCharge, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
@@ -377,8 +448,11 @@ func (s *Service) classifyCharge(ch payment.Charge, err error) callResult {
 // shipEffect ships o's items with the order's provider key.
 func (s *Service) shipEffect() effect {
 	return effect{
+		intent: func(id string, now time.Time) store.Intent {
+			return store.Intent{From: order.Paid, Kind: store.AttemptShipment, ProviderKeyPrefix: shipmentKey(id), At: now}
+		},
 		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
-			return &store.Attempt{ProviderKey: o.ID + "/fulfill", TenantID: o.TenantID, OrderID: o.ID,
+			return &store.Attempt{ProviderKey: shipmentKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
 				Kind: store.AttemptShipment, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				CreatedAt: now, UpdatedAt: now}
 		},
@@ -417,11 +491,14 @@ func (s *Service) classifyShipment(sh fulfillment.Shipment, err error) callResul
 // cancel from RCVD calls no provider.
 func (s *Service) refundEffect() effect {
 	return effect{
+		intent: func(id string, now time.Time) store.Intent {
+			return store.Intent{From: order.Paid, Kind: store.AttemptRefund, ProviderKeyPrefix: refundKey(id), At: now}
+		},
 		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
 			if d.From != order.Paid {
 				return nil
 			}
-			return &store.Attempt{ProviderKey: o.ID + "/refund", TenantID: o.TenantID, OrderID: o.ID,
+			return &store.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
 				Kind: store.AttemptRefund, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				CreatedAt: now, UpdatedAt: now}
 		},
@@ -459,7 +536,7 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 		return err
 	}
 	_, err = s.gateway.Refund(ctx, payment.RefundRequest{
-		IdempotencyKey: o.ID + "/refund", ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount,
+		IdempotencyKey: refundKey(o.ID), ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount,
 	})
 	switch {
 	case err == nil:
@@ -475,7 +552,18 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 // chargeKey is the provider-side idempotency key of paying order id at
 // version: every pay of one order version is one logical charge. A decline
 // moves the version on, so a new payment method gets a new charge.
-func chargeKey(id string, version int64) string { return fmt.Sprintf("%s/pay/%d", id, version) }
+func chargeKey(id string, version int64) string { return chargeKeyPrefix(id) + strconv.FormatInt(version, 10) }
+
+// chargeKeyPrefix is what every charge key of order id starts with; the
+// order's version follows.
+func chargeKeyPrefix(id string) string { return id + "/pay/" }
+
+// shipmentKey is the provider-side key of shipping order id: an order
+// ships once.
+func shipmentKey(id string) string { return id + "/fulfill" }
+
+// refundKey is the provider-side key of refunding order id's charge.
+func refundKey(id string) string { return id + "/refund" }
 
 // unavailable is the client-facing error of a retryable provider failure;
 // the cause goes to the log, not to the client.

@@ -27,7 +27,7 @@ func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (int, error) 
 	for _, rec := range recs {
 		lease := store.LeaseOf(rec)
 		if rec.RecoveryPoint != idempotency.RecoveryAttemptRecorded || rec.AttemptKey == "" {
-			if err := s.store.Release(ctx, lease, idempotency.StateRetryableFailure, nil); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			if err := s.store.ReleaseKey(ctx, lease, idempotency.StateRetryableFailure); err != nil && !errors.Is(err, store.ErrLeaseLost) {
 				return len(recs), err
 			}
 			continue
@@ -40,13 +40,13 @@ func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (int, error) 
 		var eff effect
 		switch a.Kind {
 		case store.AttemptCharge:
-			ev, eff = order.EventPay, s.payEffect(a.PaymentMethod)
+			ev, eff = order.EventPay, s.payEffect(a.PaymentMethod, nil, "")
 		case store.AttemptShipment:
 			ev, eff = order.EventFulfill, s.shipEffect()
 		case store.AttemptRefund:
 			ev, eff = order.EventCancel, s.refundEffect()
 		}
-		_, err = s.drive(ctx, rec, ev, nil, eff)
+		_, err = s.drive(ctx, rec, ev, nil, eff, nil)
 		s.cfg.Logger.Info("completer finished an abandoned request", "order_id", rec.ResourceID,
 			"event", string(ev), "outcome", outcomeOf(err))
 	}
@@ -80,13 +80,16 @@ const (
 	KeyExpired          KeyState = "expired"
 )
 
-// KeyInfo describes a tenant's idempotency key. StatusCode is the stored
-// outcome's (0 unless completed); ExpiresAt ends its retention window.
+// KeyInfo describes a tenant's idempotency key: its state, when its
+// retention window ends, the order it concerns, the operation it was claimed
+// for, and, for a completed key whose outcome is an error, the error's code
+// (the api derives the outcome's HTTP status from Operation and ErrorCode).
 type KeyInfo struct {
 	State      KeyState
 	ExpiresAt  time.Time
 	ResourceID string
-	StatusCode int
+	Operation  idempotency.Operation
+	ErrorCode  apperr.Code
 }
 
 // KeyStatus reports the tenant's key (the raw key the client sent). Errors:
@@ -99,9 +102,12 @@ func (s *Service) KeyStatus(ctx context.Context, tenantID, key string) (KeyInfo,
 	if err != nil {
 		return KeyInfo{}, err
 	}
-	info := KeyInfo{State: KeyState(r.State), ExpiresAt: r.ExpiresAt, ResourceID: r.ResourceID, StatusCode: r.StatusCode}
-	if r.State == idempotency.StateCompleted && r.Expired(s.cfg.Now()) {
-		info.State, info.StatusCode = KeyExpired, 0
+	info := KeyInfo{State: KeyState(r.State), ExpiresAt: r.ExpiresAt, ResourceID: r.ResourceID, Operation: r.Operation}
+	if r.State == idempotency.StateCompleted {
+		info.ErrorCode = r.ErrorCode
+		if r.Expired(s.cfg.Now()) {
+			info.State, info.ErrorCode = KeyExpired, ""
+		}
 	}
 	return info, nil
 }

@@ -15,8 +15,10 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
+	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 )
@@ -34,6 +36,27 @@ var ErrVersionConflict = errors.New("store: version conflict")
 // is no longer the key's: another worker took the key over. Nothing was
 // written; the stale worker must stop.
 var ErrLeaseLost = errors.New("store: lease lost")
+
+// ErrUnavailable is the one error a store returns when the database is
+// unreachable or asks for a retry (a broken connection, a serialization
+// failure or deadlock, a statement or lock timeout, a busy SQLite file, a
+// shutdown). Stores wrap it with the cause (errors.Is finds it); as an
+// *apperr.Error with code apperr.EUnavailable it reaches the client as a
+// retryable problem. Nothing final was recorded, or a retry with the same
+// idempotency key finds out what was.
+var ErrUnavailable = &apperr.Error{Code: apperr.EUnavailable,
+	Message: "the database is unavailable; retry with the same Idempotency-Key"}
+
+// Unavailable wraps cause (logged, never shown to clients) with
+// ErrUnavailable.
+func Unavailable(cause error) error {
+	return &unavailableError{cause: cause}
+}
+
+type unavailableError struct{ cause error }
+
+func (e *unavailableError) Error() string   { return "store unavailable: " + e.cause.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.cause} }
 
 // ErrAttemptInFlight is returned when another provider attempt on the same
 // order is still open (pending or unknown): two provider calls on one order
@@ -112,17 +135,6 @@ type AttemptUpdate struct {
 	At          time.Time
 }
 
-// Completion is the post-call phase of a leased request, written in one
-// transaction fenced by the lease: the key becomes completed with Outcome's
-// StatusCode, ResourceID, ErrorCode and ErrorDetail; Next, if set, is written
-// as a compare-and-set from version Next.Version-1; Attempt, if set, is
-// settled.
-type Completion struct {
-	Outcome idempotency.Record
-	Next    *order.Order
-	Attempt *AttemptUpdate
-}
-
 // SweepResult counts what one Sweep did.
 type SweepResult struct {
 	// Tombstoned: completed client keys past retention whose outcome was
@@ -133,22 +145,83 @@ type SweepResult struct {
 	Deleted int
 }
 
-// Store persists orders, idempotency keys and provider attempts.
+// Holder is the record of a key that another request claimed, with the
+// current state of the order it names (nil when there is none, such as a
+// stored 404-free error on a deleted order), so a replay needs no second
+// read.
+type Holder struct {
+	idempotency.Record
+	Order *order.Order
+}
+
+// NewOrder is one create of a group commit: the key to claim as completed
+// (nil for none) and the order to insert if the claim wins.
+type NewOrder struct {
+	Key   *idempotency.Record
+	Order order.Order
+}
+
+// Intent is the provider attempt a leased request records in phase 1 when the
+// order allows it: the order is in From and, where set, its amount equals
+// *Amount and its currency Currency. The attempt's provider key is
+// ProviderKeyPrefix, followed by the order's version when Versioned (a
+// charge belongs to one order version; a shipment or a refund to the order).
+// A zero Intent (From empty) records nothing.
+type Intent struct {
+	From              order.State
+	Kind              AttemptKind
+	ProviderKeyPrefix string
+	Versioned         bool
+	Amount            *int64
+	Currency          string
+	PaymentMethod     string
+	At                time.Time
+}
+
+// ProviderKey returns the intent's provider key for an order at version.
+func (in Intent) ProviderKey(version int64) string {
+	if in.Versioned {
+		return in.ProviderKeyPrefix + strconv.FormatInt(version, 10)
+	}
+	return in.ProviderKeyPrefix
+}
+
+// Allows reports whether o satisfies the intent's guard.
+func (in Intent) Allows(o order.Order) bool {
+	return in.From != "" && o.State == in.From &&
+		(in.Amount == nil || *in.Amount == o.Amount) && (in.Currency == "" || in.Currency == o.Currency)
+}
+
+// Started is the outcome of phase 1 (StartLeased). Acquired says whether the
+// caller now holds Key's lease; if not, Key is the holder's record. Order is
+// the order the key names as of the end of phase 1 (nil if it does not
+// exist for the tenant). Attempt is the attempt Key.AttemptKey names, if any:
+// the one phase 1 recorded, or the one a resumed key recorded before.
+type Started struct {
+	Acquired bool
+	Key      idempotency.Record
+	Order    *order.Order
+	Attempt  *Attempt
+}
+
+// Executor is the set of store operations that run the same on the store
+// itself (each its own transaction) or inside a transaction (Store.InTx).
 //
-// A create claims its key as completed in the same transaction as the
-// insert. A request that calls a provider holds its key under a lease
-// instead, in three phases (AcquireLease + RecordAttempt; the call with no
-// transaction open; Complete or Release), every write fenced by the lease.
+// Guarded writes — CompleteKey, ReleaseKey, CompareAndSetOrder — check their
+// guard in the database. Inside a transaction a store may pipeline them
+// (PostgreSQL sends them with the next read or with the COMMIT, in one
+// round trip), so a guard's error may surface from a later call or from
+// InTx itself; either way nothing of the transaction is committed.
 //
-// Errors: ErrNotFound, ErrVersionConflict, ErrLeaseLost, an *apperr.Error
-// with code EUnavailable when the database is unreachable or asks for a
-// retry (serialization failure, deadlock, shutdown), or another error
+// Errors: ErrNotFound, ErrVersionConflict, ErrLeaseLost,
+// ErrAttemptInFlight, an error wrapping ErrUnavailable, or another error
 // (internal).
-type Store interface {
+type Executor interface {
 	// CreateOrder claims key (if non-nil, as completed) and inserts o,
-	// atomically. If the key is already held it writes nothing and returns
-	// the record that holds it. An expired derived key is taken over.
-	CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (held *idempotency.Record, err error)
+	// atomically, in one round trip. If the key is already held it writes
+	// nothing and returns the holder with its order's current state. An
+	// expired derived key is taken over.
+	CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (held *Holder, err error)
 
 	// AcquireLease claims claim's key in progress, leased until
 	// claim.LockedUntil, with fencing token 1 and recovery point started.
@@ -165,24 +238,33 @@ type Store interface {
 	// ProviderKey exists — a failed one (the provider did nothing) is
 	// re-opened as pending with a's payment method, any other is kept as it
 	// is — sets the key's recovery point to attempt_recorded with
-	// AttemptKey a.ProviderKey, and returns the attempt as stored, all in
-	// one transaction holding the order's row. Errors: ErrLeaseLost (stale
-	// token), ErrVersionConflict (the order is no longer at orderVersion),
+	// AttemptKey a.ProviderKey, and returns the attempt as stored, holding
+	// the order's row. Errors: ErrLeaseLost (stale token),
+	// ErrVersionConflict (the order is no longer at orderVersion),
 	// ErrAttemptInFlight (another attempt on the order is open, or this
 	// provider key is open with another payment method: joining it would
 	// give this request another request's outcome).
 	RecordAttempt(ctx context.Context, lease Lease, a Attempt, orderVersion int64) (Attempt, error)
 
-	// Complete writes c in one transaction fenced by lease. A
-	// compare-and-set (c.Next) is refused while an attempt on the order
-	// other than c.Attempt is open. Errors: ErrLeaseLost,
-	// ErrVersionConflict, ErrAttemptInFlight (then nothing is written).
-	Complete(ctx context.Context, lease Lease, c Completion) error
+	// CompleteKey records outcome (Operation is kept from the claim;
+	// ResourceID, ErrorCode and ErrorDetail are written) on the key held
+	// by lease and ends the lease. Guarded: ErrLeaseLost.
+	CompleteKey(ctx context.Context, lease Lease, outcome idempotency.Record) error
 
-	// Release ends the lease without an outcome: the key becomes to
-	// (retryable_failure or unknown_outcome) and u, if set, is applied.
-	// Fenced: ErrLeaseLost.
-	Release(ctx context.Context, lease Lease, to idempotency.State, u *AttemptUpdate) error
+	// ReleaseKey ends the lease without an outcome: the key becomes to
+	// (retryable_failure or unknown_outcome). Guarded: ErrLeaseLost.
+	ReleaseKey(ctx context.Context, lease Lease, to idempotency.State) error
+
+	// CompareAndSetOrder writes next if the order is still at version
+	// next.Version-1 (ErrVersionConflict otherwise) and no attempt on it
+	// other than ownAttempt ("" for none) is open (ErrAttemptInFlight).
+	// Guarded.
+	CompareAndSetOrder(ctx context.Context, next order.Order, ownAttempt string) error
+
+	// SettleAttempt applies u to its attempt unless the attempt is already
+	// settled for good (succeeded, declined, rejected): a late, stale
+	// answer never re-opens it.
+	SettleAttempt(ctx context.Context, u AttemptUpdate) error
 
 	// TakeOverAbandoned leases to the caller, until leaseUntil, at most
 	// limit keys that were abandoned at now: in progress with an expired
@@ -210,6 +292,44 @@ type Store interface {
 	// ListOrders returns the tenant's orders matching f, newest first, at
 	// most f.Limit of them, starting after the order id f.After.
 	ListOrders(ctx context.Context, tenantID string, f order.Filter) ([]order.Order, error)
+}
+
+// Store persists orders, idempotency keys and provider attempts.
+//
+// A create claims its key as completed in the same transaction as the
+// insert. A request that calls a provider holds its key under a lease
+// instead, in three phases — StartLeased; the call with no transaction
+// open; an InTx that completes or releases the key, compare-and-sets the
+// order and settles the attempt — every write fenced by the lease.
+type Store interface {
+	Executor
+
+	// InTx runs fn in one transaction: it commits when fn returns nil and
+	// rolls back when fn returns an error (which InTx returns). A COMMIT
+	// error is returned, never lost. fn must use only tx, and must not keep
+	// it after returning. Writes are not visible to other transactions
+	// until InTx returns nil.
+	InTx(ctx context.Context, fn func(tx Executor) error) error
+
+	// StartLeased is phase 1 of a leased request, in one transaction (one
+	// round trip on PostgreSQL): it acquires claim's key as AcquireLease
+	// does; if it did, it locks the order claim.ResourceID and, when intent
+	// allows the order, records intent's attempt as RecordAttempt does
+	// (a resumed key records nothing unless its own attempt is intent's, a
+	// provider key in use with another payment method or another open
+	// attempt on the order records nothing). It returns the key (the
+	// holder's when not acquired), the order and the key's attempt, so the
+	// caller decides without reading again. When the guard did not let it
+	// record, the caller decides from what it got and may use
+	// RecordAttempt for the precise reason.
+	StartLeased(ctx context.Context, claim idempotency.Record, intent Intent) (Started, error)
+
+	// CreateOrders is CreateOrder for a group of creates in one transaction
+	// (group commit): result i is nil when batch[i] was created, or the
+	// holder of its key. Keys must be distinct within batch (the caller
+	// resolves duplicates); a create without a key always inserts. An
+	// error means nothing of the batch was committed.
+	CreateOrders(ctx context.Context, batch []NewOrder) ([]*Holder, error)
 
 	// Ping checks that the store can serve requests.
 	Ping(ctx context.Context) error

@@ -78,6 +78,8 @@ type Config struct {
 	TombstoneTTL        time.Duration
 	CompleterInterval   time.Duration
 	SweepInterval       time.Duration
+	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
+	GroupCommit bool
 	LogLevel            slog.Level
 	usingDevelopmentKey bool
 }
@@ -110,6 +112,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.TombstoneTTL, "idempotency-tombstone-ttl", service.DefaultTombstoneTTL, "how long an expired key's tombstone is kept")
 	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
+	fs.BoolVar(&c.GroupCommit, "group-commit", true, "coalesce concurrent creates into one transaction per group (env ORDERD_GROUP_COMMIT)")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if !strings.Contains(f.Usage, env) {
@@ -202,8 +205,10 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	svc := service.New(st, gw, wh, service.Config{
 		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
-		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, StatusOf: api.StatusOf, Logger: log,
+		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
+		GroupCommit: c.GroupCommit,
 	})
+	defer svc.Close() // before the store closes (deferred earlier, so it runs later)
 	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	go every(workers, c.CompleterInterval, func(ctx context.Context) {
@@ -252,7 +257,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 			"tenant", DevTenant)
 		fmt.Fprintf(logOut, "\n  *** DEVELOPMENT MODE: use  Authorization: Bearer %s  (tenant %q) ***\n\n", DevAPIKey, DevTenant)
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "idempotency_policy", string(c.Policy))
+	log.Info("listening", "addr", ln.Addr().String(), "idempotency_policy", string(c.Policy), "group_commit", c.GroupCommit)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

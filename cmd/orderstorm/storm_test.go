@@ -65,7 +65,7 @@ func TestStormInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := service.New(st, gw, wh, service.Config{StatusOf: api.StatusOf, LeaseDuration: 3 * time.Second, Logger: quiet})
+		svc := service.New(st, gw, wh, service.Config{LeaseDuration: 3 * time.Second, Logger: quiet})
 		srv := httptest.NewServer(api.New(svc, api.Config{APIKeys: map[string]string{apiKey: testTenant}, Logger: quiet}))
 		t.Cleanup(srv.Close)
 		bases = append(bases, srv.URL)

@@ -48,6 +48,9 @@ type Options struct {
 	// Location reuses a store: a PostgreSQL URL or an SQLite directory (for
 	// restart tests). Empty creates a fresh one.
 	Location string
+	// NoGroupCommit turns group commit off (orderd's default is on, and so
+	// is the stack's).
+	NoGroupCommit bool
 }
 
 // Env is a running stack.
@@ -78,7 +81,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 	}
 	e.Store = Open(t, kind, e.Location)
 	e.Service = service.New(e.Store, e.Gateway, e.Warehouse, service.Config{
-		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, StatusOf: api.StatusOf,
+		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, GroupCommit: !opt.NoGroupCommit,
 	})
 	e.Server = httptest.NewServer(api.New(e.Service, api.Config{
 		APIKeys:      map[string]string{KeyA: TenantA, KeyB: TenantB},
@@ -113,6 +116,10 @@ func (e *Env) Close() {
 	if e.Server != nil {
 		e.Server.Close()
 		e.Server = nil
+	}
+	if e.Service != nil {
+		e.Service.Close()
+		e.Service = nil
 	}
 	if e.Store != nil {
 		_ = e.Store.Close()

@@ -1,16 +1,27 @@
 // Package postgres is the Store for several Orderly instances sharing one
 // PostgreSQL database, through github.com/jackc/pgx/v5.
 //
-// A create claims its idempotency key and inserts the order in one statement
-// (one round trip, one commit): a data-modifying CTE whose INSERT into orders
-// runs only if the key's INSERT … ON CONFLICT claimed it. A concurrent
-// duplicate blocks on the unique index until the first transaction commits,
-// then sees the key held and replays. A leased request's writes are each one
-// short transaction that first updates the key row guarded by its fencing
-// token, so a stale worker's write matches no row and changes nothing. The
-// completer and the sweeper take rows with FOR UPDATE SKIP LOCKED, so several
-// instances share the work without blocking each other. All SQL is in
-// queries.go.
+// Round trips are the cost that matters, so the store pipelines:
+//
+//   - A create claims its idempotency key and inserts the order in one
+//     statement (a data-modifying CTE whose INSERT into orders runs only if
+//     the key's INSERT … ON CONFLICT claimed it); when the key is held, the
+//     same statement returns the holder and its order, so a replay is one
+//     round trip too. CreateOrders does the same for a group of creates.
+//   - Phase 1 of a leased request (StartLeased) is four statements sent as
+//     one batch, which PostgreSQL runs as one implicit transaction: acquire
+//     the key, lock the order, record the attempt if the guard allows it,
+//     read everything back.
+//   - InTx queues guarded writes and sends them with the next read or with
+//     the COMMIT; a transaction of writes alone (phase 3: complete the key,
+//     compare-and-set the order, settle the attempt) is one batch, one round
+//     trip. A guard that fails raises inside the database (orderly_guard,
+//     SQLSTATE OL001), which aborts the whole batch.
+//
+// A stale worker's fenced write matches no row and raises lease_lost, so it
+// changes nothing. The completer and the sweeper take rows with FOR UPDATE
+// SKIP LOCKED, so several instances share the work without blocking each
+// other. All SQL is in queries.go.
 package postgres
 
 import (
@@ -20,14 +31,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/migrations"
 	"github.com/orderly/orderly/order"
@@ -36,6 +45,7 @@ import (
 
 // Store implements store.Store on a pgx connection pool.
 type Store struct {
+	executor
 	pool *pgxpool.Pool
 }
 
@@ -53,7 +63,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 }
 
 // OpenConfig is Open with a parsed pool configuration, for callers that set
-// a tracer or pool sizes.
+// a tracer, pool sizes or run-time parameters.
 func OpenConfig(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -70,7 +80,7 @@ func OpenConfig(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 		// is never part of a pgx error.
 		return nil, fmt.Errorf("postgres: connect and migrate: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{executor: executor{db: poolDB{pool}}, pool: pool}, nil
 }
 
 // Pool returns the underlying pool, for tests and benchmarks.
@@ -87,323 +97,214 @@ func (s *Store) Ping(ctx context.Context) error {
 	return translate(s.pool.Ping(ctx))
 }
 
-// CreateOrder implements store.Store in one statement.
-func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*idempotency.Record, error) {
-	items, err := json.Marshal(o.Items)
+// InTx implements store.Store with a pipelined transaction (see the package
+// documentation): a transaction of writes alone costs one round trip.
+func (s *Store) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return translate(err)
 	}
-	if key == nil {
-		_, err := s.pool.Exec(ctx, insertOrder, orderArgs(o, items)...)
-		return nil, translate(err)
+	defer conn.Release()
+	t := &pipeTx{conn: conn}
+	if err := fn(executor{db: t}); err != nil {
+		t.rollback(ctx)
+		return translate(err)
 	}
-	k := *key
-	args := append(orderArgs(o, items), k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, k.StatusCode,
-		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.CreatedAt, k.ExpiresAt)
-	query := claimAndInsertOrder
-	if k.Derived {
-		query = claimDerivedAndInsertOrder
-	}
-	var claimed bool
-	if err := s.pool.QueryRow(ctx, query, args...).Scan(&claimed); err != nil {
-		return nil, translate(err)
-	}
-	if claimed {
-		return nil, nil
-	}
-	return s.held(ctx, k.TenantID, k.KeyHash)
-}
-
-// AcquireLease implements store.Store in one statement, plus a read of the
-// holder when the key is not acquired.
-func (s *Store) AcquireLease(ctx context.Context, c idempotency.Record) (idempotency.Record, bool, error) {
-	rows, _ := s.pool.Query(ctx, acquireLease, c.TenantID, c.KeyHash, c.Fingerprint, c.Derived,
-		nullable(c.ResourceID), c.LockedUntil, c.CreatedAt, c.ExpiresAt)
-	r, err := pgx.CollectExactlyOneRow(rows, scanKey)
-	switch {
-	case err == nil:
-		return r, true, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return idempotency.Record{}, false, translate(err)
-	}
-	held, err := s.LookupKey(ctx, c.TenantID, c.KeyHash)
-	return held, false, err
+	return translate(t.commit(ctx))
 }
 
 // RecordAttempt implements store.Store in one transaction.
 func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, orderVersion int64) (store.Attempt, error) {
 	var out store.Attempt
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, a.ProviderKey)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return store.ErrLeaseLost
-		}
-		var version int64
-		if err := tx.QueryRow(ctx, lockOrderVersion, a.OrderID, a.TenantID).Scan(&version); err != nil {
-			return err
-		}
-		if version != orderVersion {
-			return store.ErrVersionConflict
-		}
-		if err := noOtherOpenAttempt(ctx, tx, a.OrderID, a.ProviderKey); err != nil {
-			return err
-		}
-		var clash bool
-		if err := tx.QueryRow(ctx, sameKeyOtherMethod, a.ProviderKey, a.PaymentMethod).Scan(&clash); err != nil {
-			return err
-		}
-		if clash {
-			return store.ErrAttemptInFlight
-		}
-		if _, err := tx.Exec(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
-			a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode), a.CreatedAt, a.UpdatedAt); err != nil {
-			return err
-		}
-		rows, _ := tx.Query(ctx, selectAttempt, a.ProviderKey)
-		out, err = pgx.CollectExactlyOneRow(rows, scanAttempt)
+	err := s.InTx(ctx, func(tx store.Executor) error {
+		var err error
+		out, err = tx.RecordAttempt(ctx, l, a, orderVersion)
 		return err
 	})
-	return out, translate(err)
+	return out, err
 }
 
-// Complete implements store.Store in one transaction: fence and complete the
-// key, compare-and-set the order, settle the attempt.
-func (s *Store) Complete(ctx context.Context, l store.Lease, c store.Completion) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		o := c.Outcome
-		tag, err := tx.Exec(ctx, completeKey, l.TenantID, l.KeyHash, l.Token, o.StatusCode,
-			nullable(o.ResourceID), nullable(string(o.ErrorCode)), nullable(o.ErrorDetail))
-		if err != nil {
+// CompareAndSetOrder implements store.Store in one transaction.
+func (s *Store) CompareAndSetOrder(ctx context.Context, next order.Order, ownAttempt string) error {
+	return s.InTx(ctx, func(tx store.Executor) error { return tx.CompareAndSetOrder(ctx, next, ownAttempt) })
+}
+
+// StartLeased implements store.Store: four statements in one batch, one
+// implicit transaction, one round trip.
+func (s *Store) StartLeased(ctx context.Context, c idempotency.Record, in store.Intent) (store.Started, error) {
+	var st store.Started
+	found := false
+	b := &pgx.Batch{}
+	b.Queue(acquireLease, acquireArgs(c)...)
+	b.Queue(lockLeasedOrder, c.TenantID, c.KeyHash, c.ResourceID)
+	if in.From != "" {
+		b.Queue(recordIntent, c.TenantID, c.KeyHash, c.ResourceID, in.ProviderKeyPrefix, in.Versioned,
+			string(in.From), in.Amount, in.Currency, string(in.Kind), in.PaymentMethod, in.At)
+	}
+	b.Queue(readStarted, c.TenantID, c.KeyHash).Query(func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return rows.Err()
+		}
+		var kc keyCols
+		var oc orderCols
+		var ac attemptCols
+		if err := rows.Scan(targets([]any{&st.Acquired}, kc.targets(), oc.targets(), ac.targets())...); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return store.ErrLeaseLost
-		}
-		if c.Next != nil {
-			tag, err := tx.Exec(ctx, casOrder, casArgs(*c.Next)...)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				return store.ErrVersionConflict
-			}
-			own := ""
-			if c.Attempt != nil {
-				own = c.Attempt.ProviderKey
-			}
-			if err := noOtherOpenAttempt(ctx, tx, c.Next.ID, own); err != nil {
-				return err
-			}
-		}
-		return settle(ctx, tx, c.Attempt)
-	})
-	return translate(err)
-}
-
-// Release implements store.Store in one transaction.
-func (s *Store) Release(ctx context.Context, l store.Lease, to idempotency.State, u *store.AttemptUpdate) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, releaseKey, l.TenantID, l.KeyHash, l.Token, string(to))
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return store.ErrLeaseLost
-		}
-		return settle(ctx, tx, u)
-	})
-	return translate(err)
-}
-
-// noOtherOpenAttempt returns ErrAttemptInFlight if an attempt on orderID
-// other than providerKey is open. The caller holds the order's row lock.
-func noOtherOpenAttempt(ctx context.Context, tx pgx.Tx, orderID, providerKey string) error {
-	var open bool
-	if err := tx.QueryRow(ctx, otherOpenAttempt, orderID, providerKey).Scan(&open); err != nil {
+		st.Key, found = kc.record()
+		st.Attempt = ac.attempt()
+		var err error
+		st.Order, err = oc.order()
 		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return store.Started{}, translate(err)
 	}
-	if open {
-		return store.ErrAttemptInFlight
+	if !found {
+		return store.Started{}, fmt.Errorf("postgres: key vanished during its own claim")
 	}
-	return nil
+	return st, nil
 }
 
-func settle(ctx context.Context, tx pgx.Tx, u *store.AttemptUpdate) error {
-	if u == nil {
+// CreateOrders implements store.Store: at most four statements (claim
+// client keys, claim derived keys, insert orders without keys, read the
+// holders of the keys not claimed) in one batch, one implicit transaction,
+// one round trip.
+func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*store.Holder, error) {
+	var client, derived, bare manyArgs
+	for i, n := range batch {
+		items, err := json.Marshal(n.Order.Items)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case n.Key == nil:
+			bare.add(i, n, items)
+		case n.Key.Derived:
+			derived.add(i, n, items)
+		default:
+			client.add(i, n, items)
+		}
+	}
+	type tk struct{ tenant, hash string }
+	claimed := map[tk]bool{}
+	collectClaimed := func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k tk
+			if err := rows.Scan(&k.tenant, &k.hash); err != nil {
+				return err
+			}
+			claimed[k] = true
+		}
 		return nil
 	}
-	_, err := tx.Exec(ctx, updateAttempt, u.ProviderKey, string(u.Status), nullable(u.ProviderRef), nullable(u.ErrorCode), u.At)
-	return err
-}
-
-// TakeOverAbandoned implements store.Store in one statement.
-func (s *Store) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error) {
-	rows, _ := s.pool.Query(ctx, takeOverAbandoned, now, leaseUntil, limit)
-	rs, err := pgx.CollectRows(rows, scanKey)
-	return rs, translate(err)
-}
-
-// GetAttempt implements store.Store.
-func (s *Store) GetAttempt(ctx context.Context, providerKey string) (store.Attempt, error) {
-	rows, _ := s.pool.Query(ctx, selectAttempt, providerKey)
-	a, err := pgx.CollectExactlyOneRow(rows, scanAttempt)
-	return a, translate(err)
-}
-
-// Sweep implements store.Store: two batched statements, each its own short
-// transaction, skipping rows other sweepers hold.
-func (s *Store) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
-	var res store.SweepResult
-	tag, err := s.pool.Exec(ctx, tombstoneKeys, now, tombstoneFor.Microseconds(), limit)
-	if err != nil {
-		return res, translate(err)
+	held := map[tk]*store.Holder{}
+	b := &pgx.Batch{}
+	if len(client.at) > 0 {
+		b.Queue(claimManyClient, client.args()...).Query(collectClaimed)
 	}
-	res.Tombstoned = int(tag.RowsAffected())
-	tag, err = s.pool.Exec(ctx, deleteKeys, now, limit)
-	if err != nil {
-		return res, translate(err)
+	if len(derived.at) > 0 {
+		b.Queue(claimManyDerived, derived.args()...).Query(collectClaimed)
 	}
-	res.Deleted = int(tag.RowsAffected())
-	return res, nil
-}
-
-// held reads the record that holds a key. A claim that lost only ever loses
-// to a committed row, so it is there.
-func (s *Store) held(ctx context.Context, tenantID, keyHash string) (*idempotency.Record, error) {
-	r, err := s.LookupKey(ctx, tenantID, keyHash)
-	if err != nil {
-		return nil, err
+	if len(bare.at) > 0 {
+		b.Queue(insertMany, bare.args()[:9]...)
 	}
-	return &r, nil
-}
-
-// LookupKey implements store.Store.
-func (s *Store) LookupKey(ctx context.Context, tenantID, key string) (idempotency.Record, error) {
-	rows, _ := s.pool.Query(ctx, selectKey, tenantID, key)
-	r, err := pgx.CollectExactlyOneRow(rows, scanKey)
-	if err != nil {
-		return idempotency.Record{}, translate(err)
+	if n := len(client.at) + len(derived.at); n > 0 {
+		tenants := append(append([]string{}, client.tenants...), derived.tenants...)
+		hashes := append(append([]string{}, client.hashes...), derived.hashes...)
+		b.Queue(readHolders, tenants, hashes).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var kc keyCols
+				var oc orderCols
+				if err := rows.Scan(targets(kc.targets(), oc.targets())...); err != nil {
+					return err
+				}
+				r, _ := kc.record()
+				o, err := oc.order()
+				if err != nil {
+					return err
+				}
+				held[tk{r.TenantID, r.KeyHash}] = &store.Holder{Record: r, Order: o}
+			}
+			return nil
+		})
 	}
-	return r, nil
-}
-
-// GetOrder implements store.Store.
-func (s *Store) GetOrder(ctx context.Context, tenantID, id string) (order.Order, error) {
-	rows, _ := s.pool.Query(ctx, selectOrder, tenantID, id)
-	o, err := pgx.CollectExactlyOneRow(rows, scanOrder)
-	if err != nil {
-		return order.Order{}, translate(err)
-	}
-	return o, nil
-}
-
-// ListOrders implements store.Store.
-func (s *Store) ListOrders(ctx context.Context, tenantID string, f order.Filter) ([]order.Order, error) {
-	rows, _ := s.pool.Query(ctx, listOrders, tenantID, string(f.State), f.CustomerID, f.After, f.Limit)
-	os, err := pgx.CollectRows(rows, scanOrder)
-	if err != nil {
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, translate(err)
 	}
-	return os, nil
-}
-
-func orderArgs(o order.Order, items []byte) []any {
-	return []any{o.ID, o.TenantID, o.CustomerID, o.Currency, items, o.Amount,
-		string(o.State), o.Version, o.CreatedAt, o.PaidAt, o.FulfilledAt, o.CancelledAt}
-}
-
-func casArgs(next order.Order) []any {
-	return []any{next.ID, next.TenantID, string(next.State), next.Version,
-		next.PaidAt, next.FulfilledAt, next.CancelledAt}
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func scanOrder(row pgx.CollectableRow) (order.Order, error) {
-	var o order.Order
-	var items []byte
-	var state string
-	err := row.Scan(&o.ID, &o.TenantID, &o.CustomerID, &o.Currency, &items, &o.Amount,
-		&state, &o.Version, &o.CreatedAt, &o.PaidAt, &o.FulfilledAt, &o.CancelledAt)
-	if err != nil {
-		return o, err
-	}
-	o.State = order.State(state)
-	o.CreatedAt = o.CreatedAt.UTC()
-	for _, t := range []*time.Time{o.PaidAt, o.FulfilledAt, o.CancelledAt} {
-		if t != nil {
-			*t = t.UTC()
+	out := make([]*store.Holder, len(batch))
+	for _, m := range []*manyArgs{&client, &derived} {
+		for j, i := range m.at {
+			k := tk{m.tenants[j], m.hashes[j]}
+			if claimed[k] {
+				continue
+			}
+			h := held[k]
+			if h == nil {
+				// Claimed by nobody and held by nobody: the holder committed
+				// after the read's snapshot.
+				var err error
+				if h, err = s.holder(ctx, k.tenant, k.hash); err != nil {
+					return nil, err
+				}
+			}
+			out[i] = h
 		}
 	}
-	return o, json.Unmarshal(items, &o.Items)
+	return out, nil
 }
 
-func scanKey(row pgx.CollectableRow) (idempotency.Record, error) {
-	var r idempotency.Record
-	var state string
-	var status *int
-	var resource, code, detail, recovery, attempt *string
-	var locked, tombstone *time.Time
-	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &state, &status,
-		&resource, &code, &detail, &locked, &r.FencingToken, &recovery, &attempt,
-		&r.CreatedAt, &r.ExpiresAt, &tombstone)
-	r.State = idempotency.State(state)
-	r.StatusCode = deref(status)
-	r.ResourceID, r.ErrorCode, r.ErrorDetail = deref(resource), apperr.Code(deref(code)), deref(detail)
-	r.RecoveryPoint, r.AttemptKey = idempotency.RecoveryPoint(deref(recovery)), deref(attempt)
-	r.LockedUntil, r.TombstoneUntil = utc(deref(locked)), utc(deref(tombstone))
-	r.CreatedAt, r.ExpiresAt = r.CreatedAt.UTC(), r.ExpiresAt.UTC()
-	return r, err
+// manyArgs gathers the parallel arrays of claimMany and insertMany.
+type manyArgs struct {
+	at                                                 []int
+	ids, tenants, customers, currencies, items, states []string
+	amounts, versions                                  []int64
+	created, keyCreated, expires                       []any
+	hashes, fingerprints, operations                   []string
+	derived                                            []bool
 }
 
-func scanAttempt(row pgx.CollectableRow) (store.Attempt, error) {
-	var a store.Attempt
-	var kind, status string
-	var ref, code *string
-	err := row.Scan(&a.ProviderKey, &a.TenantID, &a.OrderID, &kind, &status, &a.Amount, &a.Currency,
-		&a.PaymentMethod, &ref, &code, &a.CreatedAt, &a.UpdatedAt)
-	a.Kind, a.Status = store.AttemptKind(kind), store.AttemptStatus(status)
-	a.ProviderRef, a.ErrorCode = deref(ref), deref(code)
-	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
-	return a, err
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
+func (m *manyArgs) add(i int, n store.NewOrder, items []byte) {
+	o := n.Order
+	m.at = append(m.at, i)
+	m.ids, m.tenants, m.customers = append(m.ids, o.ID), append(m.tenants, o.TenantID), append(m.customers, o.CustomerID)
+	m.currencies, m.items, m.states = append(m.currencies, o.Currency), append(m.items, string(items)), append(m.states, string(o.State))
+	m.amounts, m.versions, m.created = append(m.amounts, o.Amount), append(m.versions, o.Version), append(m.created, o.CreatedAt)
+	if k := n.Key; k != nil {
+		m.hashes, m.fingerprints, m.operations = append(m.hashes, k.KeyHash), append(m.fingerprints, k.Fingerprint), append(m.operations, string(k.Operation))
+		m.derived, m.keyCreated, m.expires = append(m.derived, k.Derived), append(m.keyCreated, k.CreatedAt), append(m.expires, k.ExpiresAt)
 	}
-	return *p
 }
 
-func utc(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return t.UTC()
+func (m *manyArgs) args() []any {
+	return []any{m.ids, m.tenants, m.customers, m.currencies, m.items, m.amounts, m.states, m.versions, m.created,
+		m.hashes, m.fingerprints, m.derived, m.operations, m.keyCreated, m.expires}
+}
+
+// guardViolations maps orderly_guard's messages to the store's sentinels.
+var guardViolations = map[string]error{
+	"lease_lost":        store.ErrLeaseLost,
+	"version_conflict":  store.ErrVersionConflict,
+	"attempt_in_flight": store.ErrAttemptInFlight,
 }
 
 // translate maps driver errors to the store's vocabulary at this boundary:
-// no rows → ErrNotFound; connection failures, serialization failures
-// (40001), deadlocks (40P01), and server shutdown (57P01..57P03) → an
-// EUnavailable *apperr.Error a client may retry.
+// no rows → ErrNotFound; a guard's raise (OL001) → its sentinel; connection
+// failures, serialization failures (40001), deadlocks (40P01), statement
+// and lock timeouts (57014, 55P03), too many connections (53300) and server
+// shutdown (57P01..57P03) → ErrUnavailable. It is idempotent.
 func translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &apperr.Error{Code: apperr.EUnavailable, Message: "the request was cancelled or timed out"}
+	for _, known := range []error{store.ErrLeaseLost, store.ErrVersionConflict, store.ErrAttemptInFlight,
+		store.ErrNotFound, store.ErrUnavailable} {
+		if errors.Is(err, known) {
+			return err
+		}
 	}
-	if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
-		return err
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return store.Unavailable(err)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrNotFound
@@ -411,18 +312,23 @@ func translate(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "40001", "40P01", "57P01", "57P02", "57P03", "53300":
-			return &apperr.Error{Code: apperr.EUnavailable, Message: "the database asked for a retry: " + pgErr.Code}
+		case "OL001":
+			if sentinel, ok := guardViolations[pgErr.Message]; ok {
+				return sentinel
+			}
+		case "40001", "40P01", "57014", "55P03", "57P01", "57P02", "57P03", "53300":
+			return store.Unavailable(err)
 		}
 		return fmt.Errorf("postgres: %w", err)
 	}
 	var netErr net.Error
 	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) || isConnectError(err) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) {
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) ||
+		isClosedPool(err) {
 		// The connection broke (a restart, a reset). A statement that was
 		// sent may or may not have committed; the client's retry with the
 		// same key finds out.
-		return &apperr.Error{Code: apperr.EUnavailable, Message: "the database is unavailable"}
+		return store.Unavailable(err)
 	}
 	return fmt.Errorf("postgres: %w", err)
 }
@@ -431,3 +337,6 @@ func isConnectError(err error) bool {
 	var ce *pgconn.ConnectError
 	return errors.As(err, &ce)
 }
+
+// isClosedPool reports pgxpool's error for a pool being closed (shutdown).
+func isClosedPool(err error) bool { return err != nil && err.Error() == "closed pool" }

@@ -4,7 +4,7 @@ package postgres
 // scanKey, use them.
 const (
 	orderColumns = `id, tenant_id, customer_id, currency, items, amount, state, version, created_at, paid_at, fulfilled_at, cancelled_at`
-	keyColumns   = `tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id, error_code, error_detail, ` +
+	keyColumns   = `tenant_id, key_hash, fingerprint, derived, state, operation, resource_id, error_code, error_detail, ` +
 		`locked_until, fencing_token, recovery_point, attempt_key, created_at, expires_at, tombstone_until`
 	attemptColumns = `provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at`
 )
@@ -14,9 +14,12 @@ const insertOrder = `INSERT INTO orders (` + orderColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
 // claimAndInsertOrder claims a completed key ($13..$22: tenant, key hash,
-// fingerprint, derived, status, resource, error code, error detail,
+// fingerprint, derived, operation, resource, error code, error detail,
 // created, expires) and inserts the order ($1..$12) only if the claim
-// succeeded, in one statement. It returns whether the key was claimed.
+// succeeded, in one statement. It returns whether the key was claimed and,
+// when it was not, the holder's record and its order's current state (both
+// NULL in the rare case that the holder committed after this statement's
+// snapshot was taken: the caller then reads them).
 //
 // A client key is claimed with ON CONFLICT DO NOTHING: a replay then reads
 // the conflicting row without locking or writing it (no WAL, no row lock
@@ -26,7 +29,7 @@ var (
 	claimAndInsertOrder        = claimAndInsert(`DO NOTHING`)
 	claimDerivedAndInsertOrder = claimAndInsert(`DO UPDATE SET
         fingerprint = EXCLUDED.fingerprint, derived = EXCLUDED.derived, state = 'completed',
-        status_code = EXCLUDED.status_code, resource_id = EXCLUDED.resource_id,
+        operation = EXCLUDED.operation, resource_id = EXCLUDED.resource_id,
         error_code = EXCLUDED.error_code, error_detail = EXCLUDED.error_detail,
         locked_until = NULL, recovery_point = NULL, attempt_key = NULL, tombstone_until = NULL,
         fencing_token = idempotency_keys.fencing_token + 1,
@@ -37,7 +40,7 @@ var (
 func claimAndInsert(onConflict string) string {
 	return `
 WITH claim AS (
-    INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id,
+    INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
                                   error_code, error_detail, created_at, expires_at)
     VALUES ($13, $14, $15, $16, 'completed', $17, $18, $19, $20, $21, $22)
     ON CONFLICT (tenant_id, key_hash) ` + onConflict + `
@@ -48,7 +51,10 @@ WITH claim AS (
     WHERE EXISTS (SELECT 1 FROM claim)
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM claim)`
+SELECT EXISTS (SELECT 1 FROM claim), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `
+FROM (SELECT 1) AS one
+LEFT JOIN idempotency_keys k ON k.tenant_id = $13 AND k.key_hash = $14 AND NOT EXISTS (SELECT 1 FROM claim)
+LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id`
 }
 
 // derivedExpired: the conflicting key is a derived key past its window
@@ -65,19 +71,20 @@ const resumable = `(idempotency_keys.state IN ('in_progress', 'retryable_failure
 
 // acquireLease claims a key in progress ($1 tenant, $2 key hash, $3
 // fingerprint, $4 derived, $5 resource, $6 locked until, $7 created, $8
-// expires), or takes it over: a resumable key keeps its recovery point and
+// expires, $9 operation), or takes it over: a resumable key keeps its recovery point and
 // attempt; an expired derived key starts afresh. It returns the row when the
 // caller holds the key, no row otherwise.
 const acquireLease = `
 INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, resource_id, locked_until,
-                              fencing_token, recovery_point, created_at, expires_at)
-VALUES ($1, $2, $3, $4, 'in_progress', $5, $6, 1, 'started', $7, $8)
+                              fencing_token, recovery_point, created_at, expires_at, operation)
+VALUES ($1, $2, $3, $4, 'in_progress', $5, $6, 1, 'started', $7, $8, $9)
 ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
     state = 'in_progress',
     locked_until = EXCLUDED.locked_until,
     fencing_token = idempotency_keys.fencing_token + 1,
-    status_code = NULL, error_code = NULL, error_detail = NULL, tombstone_until = NULL,
+    error_code = NULL, error_detail = NULL, tombstone_until = NULL,
     fingerprint = EXCLUDED.fingerprint, derived = EXCLUDED.derived, resource_id = EXCLUDED.resource_id,
+    operation = EXCLUDED.operation,
     recovery_point = CASE WHEN ` + resumable + ` THEN idempotency_keys.recovery_point ELSE 'started' END,
     attempt_key    = CASE WHEN ` + resumable + ` THEN idempotency_keys.attempt_key ELSE NULL END,
     created_at     = CASE WHEN ` + resumable + ` THEN idempotency_keys.created_at ELSE EXCLUDED.created_at END,
@@ -86,10 +93,14 @@ WHERE ` + resumable + ` OR ` + derivedExpired + `
 RETURNING ` + keyColumns
 
 // fenceRecordAttempt moves the recovery point of a held key ($1 tenant, $2
-// key hash, $3 token, $4 attempt key).
+// key hash, $3 token, $4 attempt key). Guarded: lease_lost.
 const fenceRecordAttempt = `
-UPDATE idempotency_keys SET recovery_point = 'attempt_recorded', attempt_key = $4
-WHERE tenant_id = $1 AND key_hash = $2 AND fencing_token = $3 AND state = 'in_progress'`
+WITH w AS (
+    UPDATE idempotency_keys SET recovery_point = 'attempt_recorded', attempt_key = $4
+    WHERE tenant_id = $1 AND key_hash = $2 AND fencing_token = $3 AND state = 'in_progress'
+    RETURNING 1
+)
+SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'lease_lost')`
 
 // insertAttempt records an attempt unless one with its provider key exists;
 // a failed one (the provider did nothing) is re-opened with the new
@@ -105,17 +116,12 @@ WHERE provider_attempts.status = 'failed'`
 // version, so no transition can slip between this check and the attempt.
 const lockOrderVersion = `SELECT version FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`
 
-// otherOpenAttempt finds an open attempt on order $1 other than $2.
-const otherOpenAttempt = `
-SELECT EXISTS (SELECT 1 FROM provider_attempts
-               WHERE order_id = $1 AND provider_key <> $2 AND status IN ('pending', 'unknown'))`
-
-// sameKeyOtherMethod finds an open attempt with provider key $1 made with
-// another payment method than $2: joining it would give this request
+// sameKeyOtherMethod raises attempt_in_flight when provider key $1 is open
+// with another payment method than $2: joining it would give this request
 // another request's outcome.
 const sameKeyOtherMethod = `
-SELECT EXISTS (SELECT 1 FROM provider_attempts
-               WHERE provider_key = $1 AND payment_method <> $2 AND status IN ('pending', 'unknown'))`
+SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
+    WHERE provider_key = $1 AND payment_method <> $2 AND status IN ('pending', 'unknown')), 'attempt_in_flight')`
 
 const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = $1`
 
@@ -128,22 +134,46 @@ UPDATE provider_attempts SET status = $2, provider_ref = COALESCE($3, provider_r
 WHERE provider_key = $1 AND status NOT IN ('succeeded', 'declined', 'rejected')`
 
 // completeKey records the outcome of a held key ($1 tenant, $2 key hash, $3
-// token, $4 status, $5 resource, $6 error code, $7 error detail).
+// token, $4 resource, $5 error code, $6 error detail). Guarded: it raises
+// lease_lost when the token is stale.
 const completeKey = `
-UPDATE idempotency_keys SET state = 'completed', status_code = $4, resource_id = $5,
-    error_code = $6, error_detail = $7, locked_until = NULL
-WHERE tenant_id = $1 AND key_hash = $2 AND fencing_token = $3 AND state = 'in_progress'`
+WITH w AS (
+    UPDATE idempotency_keys SET state = 'completed', resource_id = $4,
+        error_code = $5, error_detail = $6, locked_until = NULL
+    WHERE tenant_id = $1 AND key_hash = $2 AND fencing_token = $3 AND state = 'in_progress'
+    RETURNING 1
+)
+SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'lease_lost')`
 
 // releaseKey ends a held key's lease without an outcome ($4 the new state).
+// Guarded: lease_lost.
 const releaseKey = `
-UPDATE idempotency_keys SET state = $4, locked_until = NULL
-WHERE tenant_id = $1 AND key_hash = $2 AND fencing_token = $3 AND state = 'in_progress'`
+WITH w AS (
+    UPDATE idempotency_keys SET state = $4, locked_until = NULL
+    WHERE tenant_id = $1 AND key_hash = $2 AND fencing_token = $3 AND state = 'in_progress'
+    RETURNING 1
+)
+SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'lease_lost')`
 
 // casOrder is the guarded transition: $1 id, $2 tenant, $3 new state, $4
-// new version, $5..$7 timestamps. It matches only the version before.
+// new version, $5..$7 timestamps. It matches only the version before, and
+// raises version_conflict otherwise.
 const casOrder = `
-UPDATE orders SET state = $3, version = $4, paid_at = $5, fulfilled_at = $6, cancelled_at = $7
-WHERE id = $1 AND tenant_id = $2 AND version = $4 - 1`
+WITH w AS (
+    UPDATE orders SET state = $3, version = $4, paid_at = $5, fulfilled_at = $6, cancelled_at = $7
+    WHERE id = $1 AND tenant_id = $2 AND version = $4 - 1
+    RETURNING 1
+)
+SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'version_conflict')`
+
+// noOtherOpenAttempt raises attempt_in_flight when an attempt on order $1
+// other than $2 is open. It runs as its own statement after the caller
+// locked the order's row (casOrder, lockOrderVersion), so its snapshot sees
+// every attempt committed before the lock: attempts are only ever recorded
+// under that lock.
+const noOtherOpenAttempt = `
+SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
+    WHERE order_id = $1 AND provider_key <> $2 AND status IN ('pending', 'unknown')), 'attempt_in_flight')`
 
 // takeOverAbandoned leases ($2 until) at most $3 keys abandoned at $1.
 // SKIP LOCKED lets several completers share the work without waiting.
@@ -162,7 +192,7 @@ RETURNING ` + prefixed("k.", keyColumns)
 // tombstoneKeys drops the outcome of at most $3 completed client keys past
 // retention at $1, keeping a tombstone for $2 more microseconds.
 const tombstoneKeys = `
-UPDATE idempotency_keys k SET state = 'expired', status_code = NULL, error_code = NULL, error_detail = NULL,
+UPDATE idempotency_keys k SET state = 'expired', error_code = NULL, error_detail = NULL,
     tombstone_until = k.expires_at + $2::bigint * interval '1 microsecond'
 FROM (
     SELECT tenant_id, key_hash FROM idempotency_keys
@@ -199,3 +229,130 @@ WHERE tenant_id = $1
   AND ($4 = '' OR id < $4)
 ORDER BY id DESC
 LIMIT $5`
+
+// heldHere is true for the key row ($1 tenant, $2 key hash, as alias k) that
+// this transaction acquired: its current version was written by this
+// transaction (xmin) and it is in progress. A key held by another request
+// was written by another transaction, or only locked by this one.
+const heldHere = `(k.tenant_id = $1 AND k.key_hash = $2 AND k.state = 'in_progress'
+    AND k.xmin = pg_current_xact_id_if_assigned()::xid)`
+
+// Phase 1 of a leased request is the four statements below, pipelined in one
+// implicit transaction (one round trip, one commit): acquireLease;
+// lockLeasedOrder; recordIntent; readStarted. Each statement takes a fresh
+// snapshot (READ COMMITTED), so recordIntent's checks for open attempts run
+// after the order's row lock is held and see every attempt recorded before.
+
+// lockLeasedOrder locks the order $3 of tenant $1 if this transaction
+// acquired key $2.
+const lockLeasedOrder = `
+SELECT 1 FROM orders o
+WHERE o.tenant_id = $1 AND o.id = $3
+  AND EXISTS (SELECT 1 FROM idempotency_keys k WHERE ` + heldHere + `)
+FOR UPDATE OF o`
+
+// recordIntent records the intent's attempt when this transaction holds
+// key $2 (tenant $1) and the order $3 allows it: in state $6, amount $7 (or
+// NULL for any), currency $8 (or ” for any); provider key $4, followed by
+// the order's version when $5; kind $9, payment method $10, at $11. Like
+// insertAttempt, an existing failed attempt is re-opened and any other kept;
+// nothing is recorded when the key already points at another attempt (a
+// resumed request continues only its own), when another attempt on the
+// order is open, or when this provider key is open with another payment
+// method. The key's recovery point moves to the attempt.
+const recordIntent = `
+WITH target AS (
+    SELECT o.id, o.tenant_id, o.amount, o.currency,
+           $4::text || CASE WHEN $5::boolean THEN o.version::text ELSE '' END AS provider_key,
+           k.attempt_key
+    FROM orders o JOIN idempotency_keys k ON ` + heldHere + `
+    WHERE o.tenant_id = $1 AND o.id = $3 AND o.state = $6
+      AND ($7::bigint IS NULL OR o.amount = $7::bigint) AND ($8::text = '' OR o.currency = $8::text)
+), eligible AS (
+    SELECT t.* FROM target t
+    WHERE (t.attempt_key IS NULL OR t.attempt_key = t.provider_key)
+      AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.order_id = t.id
+                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown'))
+      AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.provider_key = t.provider_key
+                      AND a.payment_method <> $10::text AND a.status IN ('pending', 'unknown'))
+), recorded AS (
+    INSERT INTO provider_attempts (` + attemptColumns + `)
+    SELECT provider_key, tenant_id, id, $9::text, 'pending', amount, currency, $10::text, NULL, NULL, $11::timestamptz, $11::timestamptz
+    FROM eligible
+    ON CONFLICT (provider_key) DO UPDATE SET
+        status         = CASE WHEN provider_attempts.status = 'failed' THEN 'pending' ELSE provider_attempts.status END,
+        payment_method = CASE WHEN provider_attempts.status = 'failed' THEN EXCLUDED.payment_method ELSE provider_attempts.payment_method END,
+        error_code     = CASE WHEN provider_attempts.status = 'failed' THEN NULL ELSE provider_attempts.error_code END,
+        updated_at     = CASE WHEN provider_attempts.status = 'failed' THEN EXCLUDED.updated_at ELSE provider_attempts.updated_at END
+    RETURNING provider_key
+)
+UPDATE idempotency_keys SET recovery_point = 'attempt_recorded', attempt_key = recorded.provider_key
+FROM recorded WHERE tenant_id = $1 AND key_hash = $2`
+
+// readStarted reads key $2 of tenant $1 after phase 1: whether this
+// transaction holds it, the record, its order and its attempt.
+var readStarted = `
+SELECT COALESCE(` + heldHere + `, false), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `, ` + prefixed("a.", attemptColumns) + `
+FROM idempotency_keys k
+LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id
+LEFT JOIN provider_attempts a ON a.provider_key = k.attempt_key
+WHERE k.tenant_id = $1 AND k.key_hash = $2`
+
+// Group commit: claimMany inserts many completed keys and their orders in
+// one statement from parallel arrays ($1 order ids, $2 tenants, $3
+// customers, $4 currencies, $5 items as JSON text, $6 amounts, $7 states,
+// $8 versions, $9 created; $10 key hashes, $11 fingerprints, $12 derived,
+// $13 operations, $14 key created, $15 expires) and returns the key hashes
+// (with tenants) it claimed. Keys are distinct within a call.
+func claimMany(onConflict string) string {
+	return `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
+                         $8::bigint[], $9::timestamptz[], $10::text[], $11::text[], $12::boolean[], $13::text[],
+                         $14::timestamptz[], $15::timestamptz[])
+        AS t(id, tenant_id, customer_id, currency, items, amount, state, version, created_at,
+             key_hash, fingerprint, derived, operation, key_created_at, expires_at)
+), claim AS (
+    INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
+                                  created_at, expires_at)
+    SELECT tenant_id, key_hash, fingerprint, derived, 'completed', operation, id, key_created_at, expires_at
+    FROM input
+    ON CONFLICT (tenant_id, key_hash) ` + onConflict + `
+    RETURNING tenant_id, key_hash, resource_id
+), created AS (
+    INSERT INTO orders (` + orderColumns + `)
+    SELECT i.id, i.tenant_id, i.customer_id, i.currency, i.items::jsonb, i.amount, i.state, i.version,
+           i.created_at, NULL, NULL, NULL
+    FROM input i JOIN claim c ON c.tenant_id = i.tenant_id AND c.key_hash = i.key_hash AND c.resource_id = i.id
+    RETURNING 1
+)
+SELECT tenant_id, key_hash FROM claim`
+}
+
+var (
+	claimManyClient  = claimMany(`DO NOTHING`)
+	claimManyDerived = claimMany(`DO UPDATE SET
+        fingerprint = EXCLUDED.fingerprint, derived = EXCLUDED.derived, state = 'completed',
+        operation = EXCLUDED.operation, resource_id = EXCLUDED.resource_id,
+        error_code = NULL, error_detail = NULL,
+        locked_until = NULL, recovery_point = NULL, attempt_key = NULL, tombstone_until = NULL,
+        fencing_token = idempotency_keys.fencing_token + 1,
+        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+    WHERE ` + derivedExpired)
+)
+
+// insertMany inserts orders without keys from the same parallel arrays as
+// claimMany ($1..$9).
+const insertMany = `
+INSERT INTO orders (` + orderColumns + `)
+SELECT id, tenant_id, customer_id, currency, items::jsonb, amount, state, version, created_at, NULL, NULL, NULL
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
+            $8::bigint[], $9::timestamptz[])
+    AS t(id, tenant_id, customer_id, currency, items, amount, state, version, created_at)`
+
+// readHolders reads the keys ($1 tenants, $2 key hashes) with their orders.
+var readHolders = `
+SELECT ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `
+FROM unnest($1::text[], $2::text[]) AS want(tenant_id, key_hash)
+JOIN idempotency_keys k ON k.tenant_id = want.tenant_id AND k.key_hash = want.key_hash
+LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id`

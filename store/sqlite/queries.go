@@ -3,7 +3,7 @@ package sqlite
 // Column lists, in the order orderArgs and scanOrder, and scanKey, use them.
 const (
 	orderColumns = `id, tenant_id, customer_id, currency, items, amount, state, version, created_at, paid_at, fulfilled_at, cancelled_at`
-	keyColumns   = `tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id, error_code, error_detail, ` +
+	keyColumns   = `tenant_id, key_hash, fingerprint, derived, state, operation, resource_id, error_code, error_detail, ` +
 		`locked_until, fencing_token, recovery_point, attempt_key, created_at, expires_at, tombstone_until`
 	attemptColumns = `provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at`
 )
@@ -19,15 +19,15 @@ const (
 )
 
 // claimCompleted claims a completed key (?1 tenant, ?2 key hash, ?3
-// fingerprint, ?4 derived, ?5 status, ?6 resource, ?7 error code, ?8 error
+// fingerprint, ?4 derived, ?5 operation, ?6 resource, ?7 error code, ?8 error
 // detail, ?9 created, ?10 expires), taking over only an expired derived key.
 const claimCompleted = `
-INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id,
+INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
                               error_code, error_detail, created_at, expires_at)
 VALUES (?1, ?2, ?3, ?4, 'completed', ?5, ?6, ?7, ?8, ?9, ?10)
 ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
     fingerprint = excluded.fingerprint, derived = excluded.derived, state = 'completed',
-    status_code = excluded.status_code, resource_id = excluded.resource_id,
+    operation = excluded.operation, resource_id = excluded.resource_id,
     error_code = excluded.error_code, error_detail = excluded.error_detail,
     locked_until = NULL, recovery_point = NULL, attempt_key = NULL, tombstone_until = NULL,
     fencing_token = idempotency_keys.fencing_token + 1,
@@ -39,17 +39,18 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)`
 
 // acquireLease: see store/postgres/queries.go. ?1 tenant, ?2 key hash, ?3
 // fingerprint, ?4 derived, ?5 resource, ?6 locked until, ?7 created, ?8
-// expires.
+// expires, ?9 operation.
 const acquireLease = `
 INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, resource_id, locked_until,
-                              fencing_token, recovery_point, created_at, expires_at)
-VALUES (?1, ?2, ?3, ?4, 'in_progress', ?5, ?6, 1, 'started', ?7, ?8)
+                              fencing_token, recovery_point, created_at, expires_at, operation)
+VALUES (?1, ?2, ?3, ?4, 'in_progress', ?5, ?6, 1, 'started', ?7, ?8, ?9)
 ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
     state = 'in_progress',
     locked_until = excluded.locked_until,
     fencing_token = idempotency_keys.fencing_token + 1,
-    status_code = NULL, error_code = NULL, error_detail = NULL, tombstone_until = NULL,
+    error_code = NULL, error_detail = NULL, tombstone_until = NULL,
     fingerprint = excluded.fingerprint, derived = excluded.derived, resource_id = excluded.resource_id,
+    operation = excluded.operation,
     recovery_point = CASE WHEN ` + resumable + ` THEN idempotency_keys.recovery_point ELSE 'started' END,
     attempt_key    = CASE WHEN ` + resumable + ` THEN idempotency_keys.attempt_key ELSE NULL END,
     created_at     = CASE WHEN ` + resumable + ` THEN idempotency_keys.created_at ELSE excluded.created_at END,
@@ -92,8 +93,8 @@ UPDATE provider_attempts SET status = ?2, provider_ref = COALESCE(?3, provider_r
 WHERE provider_key = ?1 AND status NOT IN ('succeeded', 'declined', 'rejected')`
 
 const completeKey = `
-UPDATE idempotency_keys SET state = 'completed', status_code = ?4, resource_id = ?5,
-    error_code = ?6, error_detail = ?7, locked_until = NULL
+UPDATE idempotency_keys SET state = 'completed', resource_id = ?4,
+    error_code = ?5, error_detail = ?6, locked_until = NULL
 WHERE tenant_id = ?1 AND key_hash = ?2 AND fencing_token = ?3 AND state = 'in_progress'`
 
 const releaseKey = `
@@ -119,7 +120,7 @@ WHERE rowid IN (
 RETURNING ` + keyColumns
 
 const tombstoneKeys = `
-UPDATE idempotency_keys SET state = 'expired', status_code = NULL, error_code = NULL, error_detail = NULL,
+UPDATE idempotency_keys SET state = 'expired', error_code = NULL, error_detail = NULL,
     tombstone_until = expires_at + ?2
 WHERE rowid IN (
     SELECT rowid FROM idempotency_keys

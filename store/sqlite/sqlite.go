@@ -3,7 +3,10 @@
 //
 // Writes run in BEGIN IMMEDIATE transactions, so SQLite serialises them; the
 // file is in WAL mode with synchronous=FULL, so a committed claim survives a
-// crash or power loss. Readers do not block the writer. All SQL is in
+// crash or power loss, and every commit costs an fsync: CreateOrders (group
+// commit) puts many creates behind one. Readers do not block the writer.
+// The store is in-process, so a transaction composed of several statements
+// costs no round trips; InTx runs them one after another. All SQL is in
 // queries.go.
 package sqlite
 
@@ -32,6 +35,7 @@ const FileName = "orderly.db"
 
 // Store implements store.Store on one SQLite file.
 type Store struct {
+	executor
 	db *sql.DB
 }
 
@@ -49,7 +53,7 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	return &Store{executor: executor{db}, db: db}, nil
 }
 
 // Close closes the database.
@@ -61,140 +65,148 @@ func (s *Store) Ping(ctx context.Context) error {
 	return translate(s.db.QueryRowContext(ctx, `SELECT 1`).Scan(&one))
 }
 
-// CreateOrder implements store.Store: one IMMEDIATE transaction that claims
-// the key, then inserts the order only if the claim succeeded.
-func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*idempotency.Record, error) {
+// conn is what the store's operations run on: the database (each statement
+// its own transaction) or a transaction.
+type conn interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// executor implements store.Executor over a conn. Operations of several
+// statements must run in a transaction (Store opens one for them).
+type executor struct{ c conn }
+
+var _ store.Executor = executor{}
+
+// CreateOrder implements store.Executor: it claims the key, then inserts the
+// order only if the claim succeeded. It must run in a transaction.
+func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*store.Holder, error) {
 	items, err := json.Marshal(o.Items)
 	if err != nil {
 		return nil, err
 	}
-	var held *idempotency.Record
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		if key != nil {
-			k := *key
-			res, err := tx.ExecContext(ctx, claimCompleted, k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, k.StatusCode,
-				nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), micros(k.CreatedAt), micros(k.ExpiresAt))
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				r, err := scanKey(tx.QueryRowContext(ctx, selectKey, k.TenantID, k.KeyHash))
-				held = &r
-				return err
-			}
+	if key != nil {
+		k := *key
+		res, err := e.c.ExecContext(ctx, claimCompleted, k.TenantID, k.KeyHash, k.Fingerprint, k.Derived,
+			nullable(string(k.Operation)), nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail),
+			micros(k.CreatedAt), micros(k.ExpiresAt))
+		if err != nil {
+			return nil, translate(err)
 		}
-		_, err := tx.ExecContext(ctx, insertOrder, orderArgs(o, items)...)
-		return err
-	})
-	return held, translate(err)
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, translate(err)
+		} else if n == 0 {
+			return e.holder(ctx, k.TenantID, k.KeyHash)
+		}
+	}
+	_, err = e.c.ExecContext(ctx, insertOrder, orderArgs(o, items)...)
+	return nil, translate(err)
 }
 
-// AcquireLease implements store.Store in one IMMEDIATE transaction.
-func (s *Store) AcquireLease(ctx context.Context, c idempotency.Record) (idempotency.Record, bool, error) {
-	var r idempotency.Record
-	acquired := false
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		r, err = scanKey(tx.QueryRowContext(ctx, acquireLease, c.TenantID, c.KeyHash, c.Fingerprint, c.Derived,
-			nullable(c.ResourceID), micros(c.LockedUntil), micros(c.CreatedAt), micros(c.ExpiresAt)))
-		if err == nil {
-			acquired = true
-			return nil
+// holder reads the record holding a key and its order's current state.
+func (e executor) holder(ctx context.Context, tenantID, keyHash string) (*store.Holder, error) {
+	r, err := e.LookupKey(ctx, tenantID, keyHash)
+	if err != nil {
+		return nil, err
+	}
+	h := &store.Holder{Record: r}
+	if r.ResourceID != "" {
+		o, err := e.GetOrder(ctx, r.TenantID, r.ResourceID)
+		switch {
+		case err == nil:
+			h.Order = &o
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
 		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		r, err = scanKey(tx.QueryRowContext(ctx, selectKey, c.TenantID, c.KeyHash))
-		return err
-	})
-	return r, acquired, translate(err)
+	}
+	return h, nil
 }
 
-// RecordAttempt implements store.Store in one IMMEDIATE transaction.
-func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, version int64) (store.Attempt, error) {
-	var out store.Attempt
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := fenced(tx.ExecContext(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, a.ProviderKey)); err != nil {
-			return err
-		}
-		var current int64
-		if err := tx.QueryRowContext(ctx, orderVersion, a.OrderID, a.TenantID).Scan(&current); err != nil {
-			return err
-		}
-		if current != version {
-			return store.ErrVersionConflict
-		}
-		if err := noOtherOpenAttempt(ctx, tx, a.OrderID, a.ProviderKey); err != nil {
-			return err
-		}
-		var clash bool
-		if err := tx.QueryRowContext(ctx, sameKeyOtherMethod, a.ProviderKey, a.PaymentMethod).Scan(&clash); err != nil {
-			return err
-		}
-		if clash {
-			return store.ErrAttemptInFlight
-		}
-		if _, err := tx.ExecContext(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
-			a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode),
-			micros(a.CreatedAt), micros(a.UpdatedAt)); err != nil {
-			return err
-		}
-		var err error
-		out, err = scanAttempt(tx.QueryRowContext(ctx, selectAttempt, a.ProviderKey))
-		return err
-	})
-	return out, translate(err)
+// AcquireLease implements store.Executor. It must run in a transaction.
+func (e executor) AcquireLease(ctx context.Context, c idempotency.Record) (idempotency.Record, bool, error) {
+	r, err := scanKey(e.c.QueryRowContext(ctx, acquireLease, c.TenantID, c.KeyHash, c.Fingerprint, c.Derived,
+		nullable(c.ResourceID), micros(c.LockedUntil), micros(c.CreatedAt), micros(c.ExpiresAt), nullable(string(c.Operation))))
+	if err == nil {
+		return r, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return r, false, translate(err)
+	}
+	r, err = e.LookupKey(ctx, c.TenantID, c.KeyHash)
+	return r, false, err
 }
 
-// Complete implements store.Store in one IMMEDIATE transaction.
-func (s *Store) Complete(ctx context.Context, l store.Lease, c store.Completion) error {
-	return translate(s.inTx(ctx, func(tx *sql.Tx) error {
-		o := c.Outcome
-		if err := fenced(tx.ExecContext(ctx, completeKey, l.TenantID, l.KeyHash, l.Token, o.StatusCode,
-			nullable(o.ResourceID), nullable(string(o.ErrorCode)), nullable(o.ErrorDetail))); err != nil {
-			return err
-		}
-		if c.Next != nil {
-			res, err := tx.ExecContext(ctx, casOrder, casArgs(*c.Next)...)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				return store.ErrVersionConflict
-			}
-			own := ""
-			if c.Attempt != nil {
-				own = c.Attempt.ProviderKey
-			}
-			if err := noOtherOpenAttempt(ctx, tx, c.Next.ID, own); err != nil {
-				return err
-			}
-		}
-		return settle(ctx, tx, c.Attempt)
-	}))
+// RecordAttempt implements store.Executor. It must run in a transaction.
+func (e executor) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, version int64) (store.Attempt, error) {
+	if err := fenced(e.c.ExecContext(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, a.ProviderKey)); err != nil {
+		return store.Attempt{}, err
+	}
+	var current int64
+	if err := e.c.QueryRowContext(ctx, orderVersion, a.OrderID, a.TenantID).Scan(&current); err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	if current != version {
+		return store.Attempt{}, store.ErrVersionConflict
+	}
+	if err := e.noOtherOpenAttempt(ctx, a.OrderID, a.ProviderKey); err != nil {
+		return store.Attempt{}, err
+	}
+	var clash bool
+	if err := e.c.QueryRowContext(ctx, sameKeyOtherMethod, a.ProviderKey, a.PaymentMethod).Scan(&clash); err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	if clash {
+		return store.Attempt{}, store.ErrAttemptInFlight
+	}
+	if _, err := e.c.ExecContext(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
+		a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode),
+		micros(a.CreatedAt), micros(a.UpdatedAt)); err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	return e.GetAttempt(ctx, a.ProviderKey)
 }
 
-// Release implements store.Store in one IMMEDIATE transaction.
-func (s *Store) Release(ctx context.Context, l store.Lease, to idempotency.State, u *store.AttemptUpdate) error {
-	return translate(s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := fenced(tx.ExecContext(ctx, releaseKey, l.TenantID, l.KeyHash, l.Token, string(to))); err != nil {
-			return err
-		}
-		return settle(ctx, tx, u)
-	}))
+// CompleteKey implements store.Executor.
+func (e executor) CompleteKey(ctx context.Context, l store.Lease, o idempotency.Record) error {
+	return fenced(e.c.ExecContext(ctx, completeKey, l.TenantID, l.KeyHash, l.Token,
+		nullable(o.ResourceID), nullable(string(o.ErrorCode)), nullable(o.ErrorDetail)))
+}
+
+// ReleaseKey implements store.Executor.
+func (e executor) ReleaseKey(ctx context.Context, l store.Lease, to idempotency.State) error {
+	return fenced(e.c.ExecContext(ctx, releaseKey, l.TenantID, l.KeyHash, l.Token, string(to)))
+}
+
+// CompareAndSetOrder implements store.Executor. It must run in a
+// transaction.
+func (e executor) CompareAndSetOrder(ctx context.Context, next order.Order, ownAttempt string) error {
+	res, err := e.c.ExecContext(ctx, casOrder, casArgs(next)...)
+	if err != nil {
+		return translate(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return translate(err)
+	} else if n == 0 {
+		return store.ErrVersionConflict
+	}
+	return e.noOtherOpenAttempt(ctx, next.ID, ownAttempt)
+}
+
+// SettleAttempt implements store.Executor.
+func (e executor) SettleAttempt(ctx context.Context, u store.AttemptUpdate) error {
+	_, err := e.c.ExecContext(ctx, updateAttempt, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+		nullable(u.ErrorCode), micros(u.At))
+	return translate(err)
 }
 
 // fenced turns a fenced UPDATE that matched no row into ErrLeaseLost.
 func fenced(res sql.Result, err error) error {
 	if err != nil {
-		return err
+		return translate(err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return err
+		return translate(err)
 	} else if n == 0 {
 		return store.ErrLeaseLost
 	}
@@ -203,10 +215,10 @@ func fenced(res sql.Result, err error) error {
 
 // noOtherOpenAttempt returns ErrAttemptInFlight if an attempt on orderID
 // other than providerKey is open.
-func noOtherOpenAttempt(ctx context.Context, tx *sql.Tx, orderID, providerKey string) error {
+func (e executor) noOtherOpenAttempt(ctx context.Context, orderID, providerKey string) error {
 	var open bool
-	if err := tx.QueryRowContext(ctx, otherOpenAttempt, orderID, providerKey).Scan(&open); err != nil {
-		return err
+	if err := e.c.QueryRowContext(ctx, otherOpenAttempt, orderID, providerKey).Scan(&open); err != nil {
+		return translate(err)
 	}
 	if open {
 		return store.ErrAttemptInFlight
@@ -214,53 +226,40 @@ func noOtherOpenAttempt(ctx context.Context, tx *sql.Tx, orderID, providerKey st
 	return nil
 }
 
-func settle(ctx context.Context, tx *sql.Tx, u *store.AttemptUpdate) error {
-	if u == nil {
-		return nil
+// TakeOverAbandoned implements store.Executor.
+func (e executor) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error) {
+	rows, err := e.c.QueryContext(ctx, takeOverAbandoned, micros(now), micros(leaseUntil), limit)
+	if err != nil {
+		return nil, translate(err)
 	}
-	_, err := tx.ExecContext(ctx, updateAttempt, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
-		nullable(u.ErrorCode), micros(u.At))
-	return err
-}
-
-// TakeOverAbandoned implements store.Store in one IMMEDIATE transaction.
-func (s *Store) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error) {
+	defer rows.Close()
 	var out []idempotency.Record
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, takeOverAbandoned, micros(now), micros(leaseUntil), limit)
+	for rows.Next() {
+		r, err := scanKey(rows)
 		if err != nil {
-			return err
+			return nil, translate(err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanKey(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
-	})
-	return out, translate(err)
+		out = append(out, r)
+	}
+	return out, translate(rows.Err())
 }
 
-// GetAttempt implements store.Store.
-func (s *Store) GetAttempt(ctx context.Context, providerKey string) (store.Attempt, error) {
-	a, err := scanAttempt(s.db.QueryRowContext(ctx, selectAttempt, providerKey))
+// GetAttempt implements store.Executor.
+func (e executor) GetAttempt(ctx context.Context, providerKey string) (store.Attempt, error) {
+	a, err := scanAttempt(e.c.QueryRowContext(ctx, selectAttempt, providerKey))
 	return a, translate(err)
 }
 
-// Sweep implements store.Store: two batched statements, each its own short
-// transaction.
-func (s *Store) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
+// Sweep implements store.Executor: two batched statements.
+func (e executor) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
 	var res store.SweepResult
-	r, err := s.db.ExecContext(ctx, tombstoneKeys, micros(now), tombstoneFor.Microseconds(), limit)
+	r, err := e.c.ExecContext(ctx, tombstoneKeys, micros(now), tombstoneFor.Microseconds(), limit)
 	if err != nil {
 		return res, translate(err)
 	}
 	n, _ := r.RowsAffected()
 	res.Tombstoned = int(n)
-	r, err = s.db.ExecContext(ctx, deleteKeys, micros(now), limit)
+	r, err = e.c.ExecContext(ctx, deleteKeys, micros(now), limit)
 	if err != nil {
 		return res, translate(err)
 	}
@@ -269,41 +268,21 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Dura
 	return res, nil
 }
 
-// inTx runs fn in a transaction (BEGIN IMMEDIATE, set by the DSN), committing
-// when fn returns nil and rolling back otherwise. A commit error is returned,
-// never lost; a held key (fn returned nil with nothing to write) commits an
-// empty transaction.
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
-// LookupKey implements store.Store.
-func (s *Store) LookupKey(ctx context.Context, tenantID, key string) (idempotency.Record, error) {
-	r, err := scanKey(s.db.QueryRowContext(ctx, selectKey, tenantID, key))
+// LookupKey implements store.Executor.
+func (e executor) LookupKey(ctx context.Context, tenantID, key string) (idempotency.Record, error) {
+	r, err := scanKey(e.c.QueryRowContext(ctx, selectKey, tenantID, key))
 	return r, translate(err)
 }
 
-// GetOrder implements store.Store.
-func (s *Store) GetOrder(ctx context.Context, tenantID, id string) (order.Order, error) {
-	o, err := scanOrder(s.db.QueryRowContext(ctx, selectOrder, tenantID, id))
+// GetOrder implements store.Executor.
+func (e executor) GetOrder(ctx context.Context, tenantID, id string) (order.Order, error) {
+	o, err := scanOrder(e.c.QueryRowContext(ctx, selectOrder, tenantID, id))
 	return o, translate(err)
 }
 
-// ListOrders implements store.Store.
-func (s *Store) ListOrders(ctx context.Context, tenantID string, f order.Filter) ([]order.Order, error) {
-	rows, err := s.db.QueryContext(ctx, listOrders, tenantID, string(f.State), f.CustomerID, f.After, f.Limit)
+// ListOrders implements store.Executor.
+func (e executor) ListOrders(ctx context.Context, tenantID string, f order.Filter) ([]order.Order, error) {
+	rows, err := e.c.QueryContext(ctx, listOrders, tenantID, string(f.State), f.CustomerID, f.After, f.Limit)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -317,6 +296,157 @@ func (s *Store) ListOrders(ctx context.Context, tenantID string, f order.Filter)
 		os = append(os, o)
 	}
 	return os, translate(rows.Err())
+}
+
+// InTx implements store.Store: one IMMEDIATE transaction.
+func (s *Store) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error { return fn(executor{tx}) })
+}
+
+// CreateOrder implements store.Store in one IMMEDIATE transaction.
+func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*store.Holder, error) {
+	var held *store.Holder
+	err := s.InTx(ctx, func(tx store.Executor) error {
+		var err error
+		held, err = tx.CreateOrder(ctx, key, o)
+		return err
+	})
+	return held, err
+}
+
+// CreateOrders implements store.Store: one IMMEDIATE transaction, one
+// commit and one fsync for the whole group.
+func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*store.Holder, error) {
+	out := make([]*store.Holder, len(batch))
+	err := s.InTx(ctx, func(tx store.Executor) error {
+		for i, n := range batch {
+			var err error
+			if out[i], err = tx.CreateOrder(ctx, n.Key, n.Order); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AcquireLease implements store.Store in one IMMEDIATE transaction.
+func (s *Store) AcquireLease(ctx context.Context, c idempotency.Record) (r idempotency.Record, acquired bool, err error) {
+	err = s.InTx(ctx, func(tx store.Executor) error {
+		r, acquired, err = tx.AcquireLease(ctx, c)
+		return err
+	})
+	return r, acquired, err
+}
+
+// RecordAttempt implements store.Store in one IMMEDIATE transaction.
+func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, version int64) (out store.Attempt, err error) {
+	err = s.InTx(ctx, func(tx store.Executor) error {
+		out, err = tx.RecordAttempt(ctx, l, a, version)
+		return err
+	})
+	return out, err
+}
+
+// CompareAndSetOrder implements store.Store in one IMMEDIATE transaction.
+func (s *Store) CompareAndSetOrder(ctx context.Context, next order.Order, ownAttempt string) error {
+	return s.InTx(ctx, func(tx store.Executor) error { return tx.CompareAndSetOrder(ctx, next, ownAttempt) })
+}
+
+// TakeOverAbandoned implements store.Store in one IMMEDIATE transaction.
+func (s *Store) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) (out []idempotency.Record, err error) {
+	err = s.InTx(ctx, func(tx store.Executor) error {
+		out, err = tx.TakeOverAbandoned(ctx, now, leaseUntil, limit)
+		return err
+	})
+	return out, err
+}
+
+// StartLeased implements store.Store in one IMMEDIATE transaction, with the
+// same steps as the PostgreSQL store's single batch.
+func (s *Store) StartLeased(ctx context.Context, c idempotency.Record, in store.Intent) (st store.Started, err error) {
+	err = s.InTx(ctx, func(tx store.Executor) error {
+		st, err = startLeased(ctx, tx.(executor), c, in)
+		return err
+	})
+	return st, err
+}
+
+func startLeased(ctx context.Context, e executor, c idempotency.Record, in store.Intent) (store.Started, error) {
+	r, acquired, err := e.AcquireLease(ctx, c)
+	if err != nil {
+		return store.Started{}, err
+	}
+	st := store.Started{Acquired: acquired, Key: r}
+	if r.ResourceID != "" {
+		o, err := e.GetOrder(ctx, r.TenantID, r.ResourceID)
+		switch {
+		case err == nil:
+			st.Order = &o
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Started{}, err
+		}
+	}
+	if acquired && st.Order != nil && in.Allows(*st.Order) {
+		pk := in.ProviderKey(st.Order.Version)
+		if r.AttemptKey == "" || r.AttemptKey == pk {
+			o := *st.Order
+			a := store.Attempt{ProviderKey: pk, TenantID: o.TenantID, OrderID: o.ID, Kind: in.Kind,
+				Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+				PaymentMethod: in.PaymentMethod, CreatedAt: in.At, UpdatedAt: in.At}
+			// A refused attempt records nothing: its writes are undone to
+			// the savepoint and the lease stays acquired.
+			if _, err := e.c.ExecContext(ctx, `SAVEPOINT intent`); err != nil {
+				return store.Started{}, translate(err)
+			}
+			_, err := e.RecordAttempt(ctx, store.LeaseOf(r), a, o.Version)
+			switch {
+			case err == nil:
+				st.Key.RecoveryPoint, st.Key.AttemptKey = idempotency.RecoveryAttemptRecorded, pk
+			case errors.Is(err, store.ErrAttemptInFlight):
+				if _, err := e.c.ExecContext(ctx, `ROLLBACK TO intent`); err != nil {
+					return store.Started{}, translate(err)
+				}
+			default:
+				return store.Started{}, err
+			}
+			if _, err := e.c.ExecContext(ctx, `RELEASE intent`); err != nil {
+				return store.Started{}, translate(err)
+			}
+		}
+	}
+	if st.Key.AttemptKey != "" {
+		a, err := e.GetAttempt(ctx, st.Key.AttemptKey)
+		switch {
+		case err == nil:
+			st.Attempt = &a
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Started{}, err
+		}
+	}
+	return st, nil
+}
+
+// inTx runs fn in a transaction (BEGIN IMMEDIATE, set by the DSN), committing
+// when fn returns nil and rolling back otherwise. A commit error is returned,
+// never lost.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return translate(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return translate(err)
+	}
+	return translate(tx.Commit())
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -377,14 +507,14 @@ func scanOrder(row scanner) (order.Order, error) {
 func scanKey(row scanner) (idempotency.Record, error) {
 	var r idempotency.Record
 	var state string
-	var status, locked, tombstone sql.NullInt64
-	var resource, code, detail, recovery, attempt sql.NullString
+	var locked, tombstone sql.NullInt64
+	var operation, resource, code, detail, recovery, attempt sql.NullString
 	var created, expires int64
-	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &state, &status,
+	err := row.Scan(&r.TenantID, &r.KeyHash, &r.Fingerprint, &r.Derived, &state, &operation,
 		&resource, &code, &detail, &locked, &r.FencingToken, &recovery, &attempt,
 		&created, &expires, &tombstone)
 	r.State = idempotency.State(state)
-	r.StatusCode = int(status.Int64)
+	r.Operation = idempotency.Operation(operation.String)
 	r.ResourceID, r.ErrorCode, r.ErrorDetail = resource.String, apperr.Code(code.String), detail.String
 	r.RecoveryPoint, r.AttemptKey = idempotency.RecoveryPoint(recovery.String), attempt.String
 	r.LockedUntil, r.TombstoneUntil = zeroOrTime(locked), zeroOrTime(tombstone)
@@ -413,15 +543,20 @@ func zeroOrTime(v sql.NullInt64) time.Time {
 }
 
 // translate maps driver errors to the store's vocabulary: no rows →
-// ErrNotFound; SQLITE_BUSY/LOCKED (after the busy timeout) → a retryable
-// EUnavailable *apperr.Error.
+// ErrNotFound; SQLITE_BUSY/LOCKED (after the busy timeout), a closed
+// database or a cancelled context → ErrUnavailable. It is idempotent.
 func translate(err error) error {
-	if err == nil || errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrLeaseLost) ||
-		errors.Is(err, store.ErrAttemptInFlight) {
-		return err
+	if err == nil {
+		return nil
+	}
+	for _, known := range []error{store.ErrLeaseLost, store.ErrVersionConflict, store.ErrAttemptInFlight,
+		store.ErrNotFound, store.ErrUnavailable} {
+		if errors.Is(err, known) {
+			return err
+		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return &apperr.Error{Code: apperr.EUnavailable, Message: "the request was cancelled or timed out"}
+		return store.Unavailable(err)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
@@ -430,11 +565,11 @@ func translate(err error) error {
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return &apperr.Error{Code: apperr.EUnavailable, Message: "the database is busy"}
+			return store.Unavailable(err)
 		}
 	}
 	if strings.Contains(err.Error(), "database is closed") {
-		return &apperr.Error{Code: apperr.EUnavailable, Message: "the database is closed"}
+		return store.Unavailable(err)
 	}
 	return fmt.Errorf("sqlite: %w", err)
 }

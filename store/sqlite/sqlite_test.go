@@ -41,7 +41,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 	}
 	rec := idempotency.Record{
 		TenantID: "tenant-a", KeyHash: idempotency.HashKey("create-1"), Fingerprint: "sha256:abc",
-		StatusCode: 201, ResourceID: o.ID,
+		Operation: idempotency.OpCreate, ResourceID: o.ID,
 		CreatedAt: now, ExpiresAt: now.Add(idempotency.DefaultKeyTTL),
 		State: idempotency.StateCompleted,
 	}

@@ -140,8 +140,8 @@ func testAcquireLease(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
 		leased := mustAcquire(t, s, newClaim("tenant-a", "pay-1", order.NewID(), base))
-		mustComplete(t, s, leased, store.Completion{Outcome: outcome(200, leased.ResourceID)})
-		done := completedAs(leased, outcome(200, leased.ResourceID))
+		mustComplete(t, s, leased, completion{Outcome: outcome(leased.ResourceID)})
+		done := completedAs(leased, outcome(leased.ResourceID))
 
 		o := newOrder(t, "tenant-a", "cust-1", base)
 		created := newRecord("tenant-a", "create-1", o.ID, base)
@@ -165,7 +165,7 @@ func testAcquireLease(t *testing.T, open func(t *testing.T) store.Store) {
 		mustCreate(t, s, nil, o)
 		old := mustAcquire(t, s, asDerived(newClaim("tenant-a", "derived-1", o.ID, base)))
 		mustRecordAttempt(t, s, old, newAttempt(o, "charge-1", base))
-		mustComplete(t, s, old, store.Completion{Outcome: outcome(200, o.ID)})
+		mustComplete(t, s, old, completion{Outcome: outcome(o.ID)})
 		old = mustLookup(t, s, "tenant-a", old.KeyHash)
 
 		at := old.ExpiresAt.Add(time.Minute)
@@ -190,8 +190,8 @@ func testAcquireLease(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
 		first := mustAcquire(t, s, newClaim("tenant-a", "pay-1", order.NewID(), base))
-		mustComplete(t, s, first, store.Completion{Outcome: outcome(200, first.ResourceID)})
-		done := completedAs(first, outcome(200, first.ResourceID))
+		mustComplete(t, s, first, completion{Outcome: outcome(first.ResourceID)})
+		done := completedAs(first, outcome(first.ResourceID))
 
 		at := first.ExpiresAt.Add(time.Hour)
 		same := retryAt(first, at)
@@ -266,7 +266,7 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 					if st == store.AttemptUnknown {
 						mustRelease(t, s, first, idempotency.StateUnknownOutcome, &u)
 					} else {
-						mustComplete(t, s, first, store.Completion{Outcome: outcome(200, o.ID), Attempt: &u})
+						mustComplete(t, s, first, completion{Outcome: outcome(o.ID), Attempt: &u})
 					}
 					stored = settledAs(a, u)
 				}
@@ -400,7 +400,7 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 				a := newAttempt(o, "charge-1", base)
 				mustRecordAttempt(t, s, charge, a)
 				u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: st, At: base.Add(time.Second)}
-				mustComplete(t, s, charge, store.Completion{Outcome: outcome(200, o.ID), Attempt: &u})
+				mustComplete(t, s, charge, completion{Outcome: outcome(o.ID), Attempt: &u})
 
 				refund := mustAcquire(t, s, newClaim("tenant-a", "refund-1", o.ID, base.Add(time.Minute)))
 				ra := newAttempt(o, "refund-1", base.Add(time.Minute))
@@ -420,7 +420,7 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 		released := mustAcquire(t, s, newClaim("tenant-a", "pay-2", o.ID, base))
 		mustRelease(t, s, released, idempotency.StateRetryableFailure, nil)
 		done := mustAcquire(t, s, newClaim("tenant-a", "pay-3", o.ID, base))
-		mustComplete(t, s, done, store.Completion{Outcome: outcome(200, o.ID)})
+		mustComplete(t, s, done, completion{Outcome: outcome(o.ID)})
 
 		otherTenant := store.LeaseOf(current)
 		otherTenant.TenantID = "tenant-b"
@@ -444,7 +444,7 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 		assertRecord(t, mustLookup(t, s, "tenant-a", current.KeyHash), current)
 		assertRecord(t, mustLookup(t, s, "tenant-a", released.KeyHash), releasedAs(released, idempotency.StateRetryableFailure))
-		assertRecord(t, mustLookup(t, s, "tenant-a", done.KeyHash), completedAs(done, outcome(200, o.ID)))
+		assertRecord(t, mustLookup(t, s, "tenant-a", done.KeyHash), completedAs(done, outcome(o.ID)))
 	})
 }
 
@@ -453,9 +453,9 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		s := open(t)
 		r := mustAcquire(t, s, newClaim("tenant-a", "noop-1", order.NewID(), base))
-		mustComplete(t, s, r, store.Completion{Outcome: outcome(200, r.ResourceID)})
+		mustComplete(t, s, r, completion{Outcome: outcome(r.ResourceID)})
 		got := mustLookup(t, s, "tenant-a", r.KeyHash)
-		assertRecord(t, got, completedAs(r, outcome(200, r.ResourceID)))
+		assertRecord(t, got, completedAs(r, outcome(r.ResourceID)))
 		if !got.LockedUntil.IsZero() {
 			t.Errorf("LockedUntil = %s, want zero", got.LockedUntil)
 		}
@@ -465,22 +465,21 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		cases := []struct {
 			name     string
-			status   int
 			code     apperr.Code
 			detail   string
 			resource string
 		}{
-			{"InvalidTransition", 409, apperr.EInvalidTransition, "cannot pay an order in state CANCELLED", order.NewID()},
-			{"Declined", 402, apperr.EDeclined, "the card was declined — insufficient funds", order.NewID()},
-			{"InvalidWithoutResource", 400, apperr.EInvalid, "customer_id is required", ""},
+			{"InvalidTransition", apperr.EInvalidTransition, "cannot pay an order in state CANCELLED", order.NewID()},
+			{"Declined", apperr.EDeclined, "the card was declined — insufficient funds", order.NewID()},
+			{"InvalidWithoutResource", apperr.EInvalid, "customer_id is required", ""},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				s := open(t)
 				r := mustAcquire(t, s, newClaim("tenant-a", "err-1", order.NewID(), base))
-				out := idempotency.Record{StatusCode: tc.status, ResourceID: tc.resource, ErrorCode: tc.code, ErrorDetail: tc.detail}
-				mustComplete(t, s, r, store.Completion{Outcome: out})
+				out := idempotency.Record{ResourceID: tc.resource, ErrorCode: tc.code, ErrorDetail: tc.detail}
+				mustComplete(t, s, r, completion{Outcome: out})
 				got := mustLookup(t, s, "tenant-a", r.KeyHash)
 				assertRecord(t, got, completedAs(r, out))
 				if apperr.ErrorCode(got.Err()) != tc.code {
@@ -498,13 +497,13 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 
 		paid := o.Apply(order.Paid, base.Add(time.Minute))
 		pay := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base.Add(time.Minute)))
-		mustComplete(t, s, pay, store.Completion{Outcome: outcome(200, o.ID), Next: &paid})
+		mustComplete(t, s, pay, completion{Outcome: outcome(o.ID), Next: &paid})
 		got := mustGet(t, s, "tenant-a", o.ID)
 		assertOrder(t, got, paid)
 		if got.Version != 2 || got.State != order.Paid || got.PaidAt == nil {
 			t.Errorf("after pay: Version, State, PaidAt = %d, %s, %v; want 2, PAID, set", got.Version, got.State, got.PaidAt)
 		}
-		assertRecord(t, mustLookup(t, s, "tenant-a", pay.KeyHash), completedAs(pay, outcome(200, o.ID)))
+		assertRecord(t, mustLookup(t, s, "tenant-a", pay.KeyHash), completedAs(pay, outcome(o.ID)))
 
 		// A second transition round-trips the next timestamp and keeps PaidAt.
 		fulfilled := paid.Apply(order.Fulfilled, base.Add(time.Hour))
@@ -537,7 +536,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 				if st != store.AttemptSucceeded {
 					u.ErrorCode = "card_declined"
 				}
-				mustComplete(t, s, r, store.Completion{Outcome: outcome(200, o.ID), Attempt: &u})
+				mustComplete(t, s, r, completion{Outcome: outcome(o.ID), Attempt: &u})
 				assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), settledAs(a, u))
 			})
 		}
@@ -555,12 +554,12 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 				a := newAttempt(o, "charge-1", base)
 				mustRecordAttempt(t, s, first, a)
 				u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: st, ProviderRef: "ref-1", At: base.Add(time.Second)}
-				mustComplete(t, s, first, store.Completion{Outcome: outcome(200, o.ID), Attempt: &u})
+				mustComplete(t, s, first, completion{Outcome: outcome(o.ID), Attempt: &u})
 				settled := settledAs(a, u)
 
 				// Late, stale answers through other requests' leases.
 				second := mustAcquire(t, s, newClaim("tenant-a", "pay-2", o.ID, base.Add(time.Minute)))
-				mustComplete(t, s, second, store.Completion{Outcome: outcome(200, o.ID), Attempt: &store.AttemptUpdate{
+				mustComplete(t, s, second, completion{Outcome: outcome(o.ID), Attempt: &store.AttemptUpdate{
 					ProviderKey: a.ProviderKey, Status: store.AttemptFailed, ProviderRef: "ref-2", ErrorCode: "timeout", At: base.Add(time.Minute),
 				}})
 				third := mustAcquire(t, s, newClaim("tenant-a", "pay-3", o.ID, base.Add(time.Minute)))
@@ -595,11 +594,11 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 				cancel := mustAcquire(t, s, newClaim("tenant-a", "cancel-1", o.ID, base.Add(time.Minute)))
 				cancelled := o.Apply(order.Cancelled, base.Add(time.Minute))
 				other := store.AttemptUpdate{ProviderKey: "refund-x", Status: store.AttemptSucceeded, At: base.Add(time.Minute)}
-				for name, c := range map[string]store.Completion{
-					"WithoutAttempt":     {Outcome: outcome(200, o.ID), Next: &cancelled},
-					"WithAnotherAttempt": {Outcome: outcome(200, o.ID), Next: &cancelled, Attempt: &other},
+				for name, c := range map[string]completion{
+					"WithoutAttempt":     {Outcome: outcome(o.ID), Next: &cancelled},
+					"WithAnotherAttempt": {Outcome: outcome(o.ID), Next: &cancelled, Attempt: &other},
 				} {
-					if err := s.Complete(ctx, store.LeaseOf(cancel), c); !errors.Is(err, store.ErrAttemptInFlight) {
+					if err := complete(ctx, s, store.LeaseOf(cancel), c); !errors.Is(err, store.ErrAttemptInFlight) {
 						t.Errorf("%s: Complete err = %v, want ErrAttemptInFlight", name, err)
 					}
 				}
@@ -617,10 +616,10 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 					}
 					settler = got[0]
 				}
-				mustComplete(t, s, settler, store.Completion{Outcome: idempotency.Record{
-					StatusCode: 402, ResourceID: o.ID, ErrorCode: apperr.EDeclined, ErrorDetail: "declined",
+				mustComplete(t, s, settler, completion{Outcome: idempotency.Record{
+					ResourceID: o.ID, ErrorCode: apperr.EDeclined, ErrorDetail: "declined",
 				}, Attempt: &store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptDeclined, At: base.Add(time.Minute)}})
-				mustComplete(t, s, cancel, store.Completion{Outcome: outcome(200, o.ID), Next: &cancelled})
+				mustComplete(t, s, cancel, completion{Outcome: outcome(o.ID), Next: &cancelled})
 				assertOrder(t, mustGet(t, s, "tenant-a", o.ID), cancelled)
 			})
 		}
@@ -634,8 +633,8 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 		charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 		mustRecordAttempt(t, s, charge, newAttempt(o, "charge-1", base))
 		other := mustAcquire(t, s, newClaim("tenant-a", "cancel-1", o.ID, base.Add(time.Minute)))
-		out := idempotency.Record{StatusCode: 409, ResourceID: o.ID, ErrorCode: apperr.EInvalidTransition, ErrorDetail: "busy"}
-		mustComplete(t, s, other, store.Completion{Outcome: out})
+		out := idempotency.Record{ResourceID: o.ID, ErrorCode: apperr.EInvalidTransition, ErrorDetail: "busy"}
+		mustComplete(t, s, other, completion{Outcome: out})
 		assertRecord(t, mustLookup(t, s, "tenant-a", other.KeyHash), completedAs(other, out))
 	})
 
@@ -651,7 +650,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 
 		paid := o.Apply(order.Paid, base.Add(time.Minute))
 		u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Minute)}
-		c := store.Completion{Outcome: outcome(200, o.ID), Next: &paid, Attempt: &u}
+		c := completion{Outcome: outcome(o.ID), Next: &paid, Attempt: &u}
 		otherTenant := store.LeaseOf(current)
 		otherTenant.TenantID = "tenant-b"
 		for name, l := range map[string]store.Lease{
@@ -660,7 +659,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 			"AnotherTenant": otherTenant,
 			"UnknownKey":    {TenantID: "tenant-a", KeyHash: idempotency.HashKey("nope"), Token: 1},
 		} {
-			if err := s.Complete(ctx, l, c); !errors.Is(err, store.ErrLeaseLost) {
+			if err := complete(ctx, s, l, c); !errors.Is(err, store.ErrLeaseLost) {
 				t.Errorf("%s: Complete err = %v, want ErrLeaseLost", name, err)
 			}
 		}
@@ -676,19 +675,19 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 		mustCreate(t, s, nil, o)
 		r := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 		paid := o.Apply(order.Paid, base.Add(time.Minute))
-		mustComplete(t, s, r, store.Completion{Outcome: outcome(200, o.ID), Next: &paid})
+		mustComplete(t, s, r, completion{Outcome: outcome(o.ID), Next: &paid})
 
 		// The same token again, as a duplicate delivery would.
 		fulfilled := paid.Apply(order.Fulfilled, base.Add(time.Hour))
-		err := s.Complete(ctx, store.LeaseOf(r), store.Completion{Outcome: outcome(201, o.ID), Next: &fulfilled})
+		err := complete(ctx, s, store.LeaseOf(r), completion{Outcome: outcome(o.ID), Next: &fulfilled})
 		if !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("second Complete err = %v, want ErrLeaseLost", err)
 		}
-		if err := s.Release(ctx, store.LeaseOf(r), idempotency.StateRetryableFailure, nil); !errors.Is(err, store.ErrLeaseLost) {
+		if err := release(ctx, s, store.LeaseOf(r), idempotency.StateRetryableFailure, nil); !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("Release after Complete err = %v, want ErrLeaseLost", err)
 		}
 		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), paid)
-		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(r, outcome(200, o.ID)))
+		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(r, outcome(o.ID)))
 	})
 
 	// A version conflict rolls the whole completion back: the key is still
@@ -732,7 +731,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 				mustRecordAttemptAt(t, s, r, a, paid.Version)
 				r = mustLookup(t, s, next.TenantID, r.KeyHash)
 				u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(2 * time.Hour)}
-				err := s.Complete(ctx, store.LeaseOf(r), store.Completion{Outcome: outcome(200, o.ID), Next: &next, Attempt: &u})
+				err := complete(ctx, s, store.LeaseOf(r), completion{Outcome: outcome(o.ID), Next: &next, Attempt: &u})
 				if !errors.Is(err, store.ErrVersionConflict) {
 					t.Fatalf("Complete err = %v, want ErrVersionConflict", err)
 				}
@@ -801,7 +800,7 @@ func testRelease(t *testing.T, open func(t *testing.T) store.Store) {
 
 		for _, to := range []idempotency.State{idempotency.StateRetryableFailure, idempotency.StateUnknownOutcome} {
 			u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Minute)}
-			if err := s.Release(ctx, store.LeaseOf(stale), to, &u); !errors.Is(err, store.ErrLeaseLost) {
+			if err := release(ctx, s, store.LeaseOf(stale), to, &u); !errors.Is(err, store.ErrLeaseLost) {
 				t.Errorf("Release to %s err = %v, want ErrLeaseLost", to, err)
 			}
 		}
@@ -833,10 +832,10 @@ func testFencing(t *testing.T, open func(t *testing.T) store.Store) {
 		// A wakes up: every write it tries is refused.
 		aPaid := o.Apply(order.Paid, base.Add(time.Minute))
 		aU := store.AttemptUpdate{ProviderKey: att.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_A", At: base.Add(time.Minute)}
-		if err := s.Complete(ctx, store.LeaseOf(a), store.Completion{Outcome: outcome(200, o.ID), Next: &aPaid, Attempt: &aU}); !errors.Is(err, store.ErrLeaseLost) {
+		if err := complete(ctx, s, store.LeaseOf(a), completion{Outcome: outcome(o.ID), Next: &aPaid, Attempt: &aU}); !errors.Is(err, store.ErrLeaseLost) {
 			t.Fatalf("A's Complete err = %v, want ErrLeaseLost", err)
 		}
-		if err := s.Release(ctx, store.LeaseOf(a), idempotency.StateUnknownOutcome, &aU); !errors.Is(err, store.ErrLeaseLost) {
+		if err := release(ctx, s, store.LeaseOf(a), idempotency.StateUnknownOutcome, &aU); !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("A's Release err = %v, want ErrLeaseLost", err)
 		}
 		if _, err := s.RecordAttempt(ctx, store.LeaseOf(a), newAttempt(o, "charge-A", base.Add(time.Minute)), 1); !errors.Is(err, store.ErrLeaseLost) {
@@ -849,8 +848,8 @@ func testFencing(t *testing.T, open func(t *testing.T) store.Store) {
 		// B completes: the final record is B's outcome.
 		bPaid := o.Apply(order.Paid, base.Add(2*time.Minute))
 		bU := store.AttemptUpdate{ProviderKey: att.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_B", At: base.Add(2 * time.Minute)}
-		bOut := outcome(200, o.ID)
-		mustComplete(t, s, b, store.Completion{Outcome: bOut, Next: &bPaid, Attempt: &bU})
+		bOut := outcome(o.ID)
+		mustComplete(t, s, b, completion{Outcome: bOut, Next: &bPaid, Attempt: &bU})
 		assertRecord(t, mustLookup(t, s, "tenant-a", b.KeyHash), completedAs(b, bOut))
 		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), bPaid)
 		assertAttempt(t, mustGetAttempt(t, s, att.ProviderKey), settledAs(att, bU))
@@ -880,8 +879,8 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		mustRelease(t, s, retryable, idempotency.StateRetryableFailure, nil)
 		retryable = releasedAs(retryable, idempotency.StateRetryableFailure)
 		done := mustAcquire(t, s, newClaim("tenant-a", "completed", o.ID, base))
-		mustComplete(t, s, done, store.Completion{Outcome: outcome(200, o.ID)})
-		done = completedAs(done, outcome(200, o.ID))
+		mustComplete(t, s, done, completion{Outcome: outcome(o.ID)})
+		done = completedAs(done, outcome(o.ID))
 		created := newRecord("tenant-a", "created", o.ID, base)
 		mustCreate(t, s, &created, newOrder(t, "tenant-a", "cust-1", base))
 
@@ -904,7 +903,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		if err != nil || len(again) != 0 {
 			t.Errorf("second TakeOverAbandoned = %d records, %v; want none", len(again), err)
 		}
-		if err := s.Complete(ctx, store.LeaseOf(expired), store.Completion{Outcome: outcome(200, o.ID)}); !errors.Is(err, store.ErrLeaseLost) {
+		if err := complete(ctx, s, store.LeaseOf(expired), completion{Outcome: outcome(o.ID)}); !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("Complete by the holder before the takeover: err = %v, want ErrLeaseLost", err)
 		}
 	})
@@ -966,10 +965,10 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		// The completer asked the provider: the charge went through.
 		found := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: now}
 		paid := o.Apply(order.Paid, now)
-		mustComplete(t, s, c, store.Completion{Outcome: outcome(200, o.ID), Next: &paid, Attempt: &found})
+		mustComplete(t, s, c, completion{Outcome: outcome(o.ID), Next: &paid, Attempt: &found})
 		assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), settledAs(settledAs(a, lost), found))
 		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), paid)
-		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(c, outcome(200, o.ID)))
+		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(c, outcome(o.ID)))
 	})
 }
 

@@ -178,7 +178,11 @@ func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
 		if held == nil {
 			t.Fatal("second CreateOrder with the same key claimed it; want the first record held")
 		}
-		assertRecord(t, *held, firstRec)
+		assertRecord(t, held.Record, firstRec)
+		if held.Order == nil {
+			t.Fatal("held.Order = nil; want the holder's order, read with the claim")
+		}
+		assertOrder(t, *held.Order, first)
 
 		assertNotFound(t, "GetOrder of the second order", getErr(s.GetOrder(ctx, "tenant-a", second.ID)))
 		assertOrder(t, mustGet(t, s, "tenant-a", first.ID), first)
@@ -258,13 +262,16 @@ func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 			o := newOrder(t, "tenant-a", "cust-2", newRec.CreatedAt)
 			newRec.ResourceID = o.ID
 			held, err := s.CreateOrder(t.Context(), &newRec, o)
-			return func() bool {
+			effect := func() bool {
 				_, err := s.GetOrder(t.Context(), "tenant-a", o.ID)
 				return err == nil
-			}, held, err
+			}
+			if held == nil {
+				return effect, nil, err
+			}
+			return effect, &held.Record, err
 		}},
 		{"AcquireLease", func(t *testing.T, s store.Store, _ order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
-			newRec.StatusCode = 0
 			newRec.State, newRec.LockedUntil = idempotency.StateInProgress, newRec.CreatedAt.Add(leaseFor)
 			r, acquired, err := s.AcquireLease(t.Context(), newRec)
 			effect := func() bool {
@@ -471,7 +478,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 			orders[i] = newOrder(t, "tenant-a", fmt.Sprintf("cust-%d", i), base)
 			recs[i] = newRecord("tenant-a", "same-key", orders[i].ID, base)
 		}
-		out := race(racers, func(i int) (*idempotency.Record, error) {
+		out := race(racers, func(i int) (*store.Holder, error) {
 			return s.CreateOrder(ctx, &recs[i], orders[i])
 		})
 		w := oneWinner(t, out)
@@ -503,7 +510,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 			orders[i] = newOrder(t, "tenant-a", "cust-1", base)
 			recs[i] = newRecord("tenant-a", fmt.Sprintf("key-%d", i), orders[i].ID, base)
 		}
-		out := race(racers, func(i int) (*idempotency.Record, error) {
+		out := race(racers, func(i int) (*store.Holder, error) {
 			return s.CreateOrder(ctx, &recs[i], orders[i])
 		})
 		for i, o := range out {
@@ -534,7 +541,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 			orders[i] = newOrder(t, "tenant-a", "cust-1", later)
 			recs[i] = asDerived(newRecord("tenant-a", "derived-key", orders[i].ID, later))
 		}
-		out := race(racers, func(i int) (*idempotency.Record, error) {
+		out := race(racers, func(i int) (*store.Holder, error) {
 			return s.CreateOrder(ctx, &recs[i], orders[i])
 		})
 		w := oneWinner(t, out)
@@ -621,7 +628,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 		out := raceAll(workers, func(i int) error {
 			l := store.LeaseOf(r)
 			l.Token = int64(i + 1)
-			return s.Complete(ctx, l, store.Completion{Outcome: outcome(200, o.ID), Next: &nexts[i]})
+			return complete(ctx, s, l, completion{Outcome: outcome(o.ID), Next: &nexts[i]})
 		})
 		for i, err := range out {
 			switch {
@@ -632,7 +639,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 			}
 		}
 		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), nexts[workers-1])
-		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(r, outcome(200, o.ID)))
+		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(r, outcome(o.ID)))
 	})
 
 	t.Run("CompletesWithNextFromSameVersionHaveOneWinner", func(t *testing.T) {
@@ -648,7 +655,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 			leased[i] = mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("pay-%d", i), o.ID, at))
 		}
 		out := raceAll(racers, func(i int) error {
-			return s.Complete(ctx, store.LeaseOf(leased[i]), store.Completion{Outcome: outcome(200, o.ID), Next: &nexts[i]})
+			return complete(ctx, s, store.LeaseOf(leased[i]), completion{Outcome: outcome(o.ID), Next: &nexts[i]})
 		})
 		w := -1
 		for i, err := range out {
@@ -670,7 +677,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 		for i, r := range leased {
 			want := r // a conflicted completion wrote nothing: still leased
 			if i == w {
-				want = completedAs(r, outcome(200, o.ID))
+				want = completedAs(r, outcome(o.ID))
 			}
 			assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), want)
 		}
@@ -746,7 +753,7 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 				_, err := s.RecordAttempt(ctx, store.LeaseOf(p.charge), p.attempt, 1)
 				return err
 			}
-			return s.Complete(ctx, store.LeaseOf(p.cancel), store.Completion{Outcome: outcome(200, p.o.ID), Next: &p.cancelled})
+			return complete(ctx, s, store.LeaseOf(p.cancel), completion{Outcome: outcome(p.o.ID), Next: &p.cancelled})
 		})
 		for i, p := range pairs {
 			attemptErr, cancelErr := out[2*i], out[2*i+1]
@@ -809,13 +816,13 @@ func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
 
 // createResult is what one racing CreateOrder got back.
 type createResult struct {
-	held *idempotency.Record
+	held *store.Holder
 	err  error
 }
 
 // race runs fn(0..n-1) on n goroutines released at once and returns their
 // outcomes, indexed like the goroutines.
-func race(n int, fn func(i int) (*idempotency.Record, error)) []createResult {
+func race(n int, fn func(i int) (*store.Holder, error)) []createResult {
 	return raceAll(n, func(i int) createResult {
 		held, err := fn(i)
 		return createResult{held, err}
@@ -934,7 +941,7 @@ func newRecord(tenant, key, resourceID string, created time.Time) idempotency.Re
 		TenantID:    tenant,
 		KeyHash:     idempotency.HashKey(key),
 		Fingerprint: fmt.Sprintf("sha256:%s/%s/%d", key, resourceID, created.UnixMicro()),
-		StatusCode:  201,
+		Operation:   idempotency.OpCreate,
 		ResourceID:  resourceID,
 		CreatedAt:   created,
 		ExpiresAt:   created.Add(idempotency.DefaultKeyTTL),
@@ -952,6 +959,7 @@ func newClaim(tenant, key, resourceID string, at time.Time) idempotency.Record {
 		TenantID:      tenant,
 		KeyHash:       idempotency.HashKey(key),
 		Fingerprint:   fmt.Sprintf("sha256:%s/%s", key, resourceID),
+		Operation:     idempotency.OpPay,
 		ResourceID:    resourceID,
 		CreatedAt:     at,
 		ExpiresAt:     at.Add(idempotency.DefaultKeyTTL),
@@ -969,6 +977,7 @@ func retryAt(r idempotency.Record, at time.Time) idempotency.Record {
 		TenantID:      r.TenantID,
 		KeyHash:       r.KeyHash,
 		Fingerprint:   r.Fingerprint,
+		Operation:     r.Operation,
 		ResourceID:    r.ResourceID,
 		CreatedAt:     at,
 		ExpiresAt:     at.Add(idempotency.DefaultKeyTTL),
@@ -983,16 +992,16 @@ func retryAt(r idempotency.Record, at time.Time) idempotency.Record {
 	return c
 }
 
-// outcome returns the outcome of a completion with status for resourceID.
-func outcome(status int, resourceID string) idempotency.Record {
-	return idempotency.Record{StatusCode: status, ResourceID: resourceID}
+// outcome returns the successful outcome of a completion for resourceID.
+func outcome(resourceID string) idempotency.Record {
+	return idempotency.Record{ResourceID: resourceID}
 }
 
 // completedAs returns the leased record r as Complete with outcome o leaves
 // it: completed with o's status, resource and error, no lease.
 func completedAs(r, o idempotency.Record) idempotency.Record {
 	r.State, r.LockedUntil = idempotency.StateCompleted, time.Time{}
-	r.StatusCode, r.ResourceID, r.ErrorCode, r.ErrorDetail = o.StatusCode, o.ResourceID, o.ErrorCode, o.ErrorDetail
+	r.ResourceID, r.ErrorCode, r.ErrorDetail = o.ResourceID, o.ErrorCode, o.ErrorDetail
 	return r
 }
 
@@ -1048,7 +1057,7 @@ func mustCreate(t *testing.T, s store.Store, key *idempotency.Record, o order.Or
 		t.Fatalf("CreateOrder(%s): %v", o.ID, err)
 	}
 	if held != nil {
-		t.Fatalf("CreateOrder(%s): key held by %+v", o.ID, *held)
+		t.Fatalf("CreateOrder(%s): key held by %+v", o.ID, held.Record)
 	}
 }
 
@@ -1080,16 +1089,16 @@ func mustRecordAttemptAt(t *testing.T, s store.Store, r idempotency.Record, a st
 	return got
 }
 
-func mustComplete(t *testing.T, s store.Store, r idempotency.Record, c store.Completion) {
+func mustComplete(t *testing.T, s store.Store, r idempotency.Record, c completion) {
 	t.Helper()
-	if err := s.Complete(t.Context(), store.LeaseOf(r), c); err != nil {
+	if err := complete(t.Context(), s, store.LeaseOf(r), c); err != nil {
 		t.Fatalf("Complete(%s, token %d): %v", r.KeyHash, r.FencingToken, err)
 	}
 }
 
 func mustRelease(t *testing.T, s store.Store, r idempotency.Record, to idempotency.State, u *store.AttemptUpdate) {
 	t.Helper()
-	if err := s.Release(t.Context(), store.LeaseOf(r), to, u); err != nil {
+	if err := release(t.Context(), s, store.LeaseOf(r), to, u); err != nil {
 		t.Fatalf("Release(%s, token %d, %s): %v", r.KeyHash, r.FencingToken, to, err)
 	}
 }
@@ -1100,7 +1109,7 @@ func mustTransition(t *testing.T, s store.Store, next order.Order) {
 	t.Helper()
 	key := fmt.Sprintf("transition-%s-v%d", next.ID, next.Version)
 	r := mustAcquire(t, s, newClaim(next.TenantID, key, next.ID, base))
-	mustComplete(t, s, r, store.Completion{Outcome: outcome(200, next.ID), Next: &next})
+	mustComplete(t, s, r, completion{Outcome: outcome(next.ID), Next: &next})
 }
 
 func mustLookup(t *testing.T, s store.Store, tenant, keyHash string) idempotency.Record {
@@ -1170,7 +1179,7 @@ func assertRecord(t *testing.T, got, want idempotency.Record) {
 	d.check("KeyHash", got.KeyHash == want.KeyHash, got.KeyHash, want.KeyHash)
 	d.check("Fingerprint", got.Fingerprint == want.Fingerprint, got.Fingerprint, want.Fingerprint)
 	d.check("Derived", got.Derived == want.Derived, got.Derived, want.Derived)
-	d.check("StatusCode", got.StatusCode == want.StatusCode, got.StatusCode, want.StatusCode)
+	d.check("Operation", got.Operation == want.Operation, got.Operation, want.Operation)
 	d.check("ResourceID", got.ResourceID == want.ResourceID, got.ResourceID, want.ResourceID)
 	d.check("ErrorCode", got.ErrorCode == want.ErrorCode, got.ErrorCode, want.ErrorCode)
 	d.check("ErrorDetail", got.ErrorDetail == want.ErrorDetail, got.ErrorDetail, want.ErrorDetail)

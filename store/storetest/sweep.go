@@ -23,8 +23,8 @@ func testSweep(t *testing.T, open func(t *testing.T) store.Store) {
 		atNow := mustCreateKeyed(t, s, "tenant-b", "at-now", now.Add(-idempotency.DefaultKeyTTL), false)
 		live := mustCreateKeyed(t, s, "tenant-a", "live", now.Add(-idempotency.DefaultKeyTTL+time.Microsecond), false)
 		leased := mustAcquire(t, s, newClaim("tenant-a", "declined", order.NewID(), base))
-		declined := idempotency.Record{StatusCode: 402, ResourceID: leased.ResourceID, ErrorCode: apperr.EDeclined, ErrorDetail: "card declined"}
-		mustComplete(t, s, leased, store.Completion{Outcome: declined})
+		declined := idempotency.Record{ResourceID: leased.ResourceID, ErrorCode: apperr.EDeclined, ErrorDetail: "card declined"}
+		mustComplete(t, s, leased, completion{Outcome: declined})
 
 		assertSweep(t, s, now, 100, store.SweepResult{Tombstoned: 3})
 		for _, r := range []idempotency.Record{old, atNow, completedAs(leased, declined)} {
@@ -72,7 +72,7 @@ func testSweep(t *testing.T, open func(t *testing.T) store.Store) {
 		now := base.Add(idempotency.DefaultDerivedKeyTTL)
 		created := mustCreateKeyed(t, s, "tenant-a", "created", base, true)
 		leased := mustAcquire(t, s, asDerived(newClaim("tenant-a", "leased", order.NewID(), base)))
-		mustComplete(t, s, leased, store.Completion{Outcome: outcome(200, leased.ResourceID)})
+		mustComplete(t, s, leased, completion{Outcome: outcome(leased.ResourceID)})
 		live := mustCreateKeyed(t, s, "tenant-a", "live", base.Add(time.Minute), true)
 
 		// Deleted, not tombstoned: a derived key has no client to tell.
@@ -157,7 +157,7 @@ func mustCreateKeyed(t *testing.T, s store.Store, tenant, key string, at time.Ti
 // leaves it: expired, its outcome dropped, kept until ExpiresAt+tombstoneFor.
 func tombstoneOf(r idempotency.Record) idempotency.Record {
 	r.State, r.TombstoneUntil = idempotency.StateExpired, r.ExpiresAt.Add(tombstoneFor)
-	r.StatusCode, r.ErrorCode, r.ErrorDetail = 0, "", ""
+	r.ErrorCode, r.ErrorDetail = "", ""
 	return r
 }
 

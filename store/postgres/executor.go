@@ -1,0 +1,292 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/store"
+)
+
+// executor implements store.Executor over a db: the pool, or a pipelined
+// transaction. Its errors are the driver's; Store and InTx translate them.
+type executor struct{ db db }
+
+var _ store.Executor = executor{}
+
+// CreateOrder implements store.Executor in one statement.
+func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*store.Holder, error) {
+	items, err := json.Marshal(o.Items)
+	if err != nil {
+		return nil, err
+	}
+	if key == nil {
+		return nil, translate(e.db.exec(ctx, insertOrder, orderArgs(o, items)...))
+	}
+	k := *key
+	args := append(orderArgs(o, items), k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, nullable(string(k.Operation)),
+		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.CreatedAt, k.ExpiresAt)
+	query := claimAndInsertOrder
+	if k.Derived {
+		query = claimDerivedAndInsertOrder
+	}
+	var claimed bool
+	var held *store.Holder
+	err = e.db.query(ctx, query, args, func(rows pgx.Rows) error {
+		var kc keyCols
+		var oc orderCols
+		if !rows.Next() {
+			return pgx.ErrNoRows
+		}
+		if err := rows.Scan(targets([]any{&claimed}, kc.targets(), oc.targets())...); err != nil {
+			return err
+		}
+		if r, ok := kc.record(); ok {
+			o, err := oc.order()
+			held = &store.Holder{Record: r, Order: o}
+			return err
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, translate(err)
+	case claimed:
+		return nil, nil
+	case held != nil:
+		return held, nil
+	}
+	// The holder committed after this statement's snapshot: read it now. A
+	// claim that lost only ever loses to a committed row, so it is there.
+	return e.holder(ctx, k.TenantID, k.KeyHash)
+}
+
+func (e executor) holder(ctx context.Context, tenantID, keyHash string) (*store.Holder, error) {
+	r, err := e.LookupKey(ctx, tenantID, keyHash)
+	if err != nil {
+		return nil, err
+	}
+	h := &store.Holder{Record: r}
+	if r.ResourceID != "" {
+		o, err := e.GetOrder(ctx, r.TenantID, r.ResourceID)
+		switch {
+		case err == nil:
+			h.Order = &o
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// AcquireLease implements store.Executor in one statement, plus a read of
+// the holder when the key is not acquired.
+func (e executor) AcquireLease(ctx context.Context, c idempotency.Record) (idempotency.Record, bool, error) {
+	rs, err := e.keys(ctx, acquireLease, acquireArgs(c)...)
+	if err != nil {
+		return idempotency.Record{}, false, err
+	}
+	if len(rs) == 1 {
+		return rs[0], true, nil
+	}
+	held, err := e.LookupKey(ctx, c.TenantID, c.KeyHash)
+	return held, false, err
+}
+
+func acquireArgs(c idempotency.Record) []any {
+	return []any{c.TenantID, c.KeyHash, c.Fingerprint, c.Derived, nullable(c.ResourceID), c.LockedUntil,
+		c.CreatedAt, c.ExpiresAt, nullable(string(c.Operation))}
+}
+
+// RecordAttempt implements store.Executor. It must run in a transaction
+// (Store.RecordAttempt opens one).
+func (e executor) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, orderVersion int64) (store.Attempt, error) {
+	if err := e.db.exec(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, a.ProviderKey); err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	var version int64
+	err := e.db.query(ctx, lockOrderVersion, []any{a.OrderID, a.TenantID}, func(rows pgx.Rows) error {
+		v, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int64])
+		version = v
+		return err
+	})
+	if err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	if version != orderVersion {
+		return store.Attempt{}, store.ErrVersionConflict
+	}
+	// Guarded, in this order; a pipelined transaction sends them with the
+	// read below, and a guard's raise surfaces from it.
+	if err := e.db.exec(ctx, noOtherOpenAttempt, a.OrderID, a.ProviderKey); err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	if err := e.db.exec(ctx, sameKeyOtherMethod, a.ProviderKey, a.PaymentMethod); err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	if err := e.db.exec(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
+		a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode), a.CreatedAt, a.UpdatedAt); err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	return e.GetAttempt(ctx, a.ProviderKey)
+}
+
+// CompleteKey implements store.Executor.
+func (e executor) CompleteKey(ctx context.Context, l store.Lease, o idempotency.Record) error {
+	return translate(e.db.exec(ctx, completeKey, l.TenantID, l.KeyHash, l.Token,
+		nullable(o.ResourceID), nullable(string(o.ErrorCode)), nullable(o.ErrorDetail)))
+}
+
+// ReleaseKey implements store.Executor.
+func (e executor) ReleaseKey(ctx context.Context, l store.Lease, to idempotency.State) error {
+	return translate(e.db.exec(ctx, releaseKey, l.TenantID, l.KeyHash, l.Token, string(to)))
+}
+
+// CompareAndSetOrder implements store.Executor: two guarded statements,
+// so it must run in a transaction (Store.CompareAndSetOrder opens one).
+func (e executor) CompareAndSetOrder(ctx context.Context, next order.Order, ownAttempt string) error {
+	if err := e.db.exec(ctx, casOrder, casArgs(next)...); err != nil {
+		return translate(err)
+	}
+	return translate(e.db.exec(ctx, noOtherOpenAttempt, next.ID, ownAttempt))
+}
+
+// SettleAttempt implements store.Executor.
+func (e executor) SettleAttempt(ctx context.Context, u store.AttemptUpdate) error {
+	return translate(e.db.exec(ctx, updateAttempt, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+		nullable(u.ErrorCode), u.At))
+}
+
+// TakeOverAbandoned implements store.Executor in one statement.
+func (e executor) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error) {
+	return e.keys(ctx, takeOverAbandoned, now, leaseUntil, limit)
+}
+
+// GetAttempt implements store.Executor.
+func (e executor) GetAttempt(ctx context.Context, providerKey string) (store.Attempt, error) {
+	var a *store.Attempt
+	err := e.db.query(ctx, selectAttempt, []any{providerKey}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c attemptCols
+			if err := rows.Scan(c.targets()...); err != nil {
+				return err
+			}
+			a = c.attempt()
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Attempt{}, translate(err)
+	}
+	if a == nil {
+		return store.Attempt{}, store.ErrNotFound
+	}
+	return *a, nil
+}
+
+// Sweep implements store.Executor: two batched statements, each its own
+// short transaction on the pool, skipping rows other sweepers hold.
+func (e executor) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
+	var res store.SweepResult
+	n, err := e.count(ctx, tombstoneKeys, now, tombstoneFor.Microseconds(), limit)
+	if err != nil {
+		return res, err
+	}
+	res.Tombstoned = n
+	res.Deleted, err = e.count(ctx, deleteKeys, now, limit)
+	return res, err
+}
+
+// count runs a data-modifying statement and returns how many rows it
+// touched.
+func (e executor) count(ctx context.Context, sql string, args ...any) (int, error) {
+	var n int
+	err := e.db.query(ctx, `WITH touched AS (`+sql+` RETURNING 1) SELECT count(*) FROM touched`, args,
+		func(rows pgx.Rows) error {
+			var err error
+			n, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[int])
+			return err
+		})
+	return n, translate(err)
+}
+
+// LookupKey implements store.Executor.
+func (e executor) LookupKey(ctx context.Context, tenantID, keyHash string) (idempotency.Record, error) {
+	rs, err := e.keys(ctx, selectKey, tenantID, keyHash)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	if len(rs) == 0 {
+		return idempotency.Record{}, store.ErrNotFound
+	}
+	return rs[0], nil
+}
+
+// keys runs a query returning keyColumns rows.
+func (e executor) keys(ctx context.Context, sql string, args ...any) ([]idempotency.Record, error) {
+	var out []idempotency.Record
+	err := e.db.query(ctx, sql, args, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c keyCols
+			if err := rows.Scan(c.targets()...); err != nil {
+				return err
+			}
+			r, _ := c.record()
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, translate(err)
+}
+
+// orders runs a query returning orderColumns rows.
+func (e executor) orders(ctx context.Context, sql string, args ...any) ([]order.Order, error) {
+	var out []order.Order
+	err := e.db.query(ctx, sql, args, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c orderCols
+			if err := rows.Scan(c.targets()...); err != nil {
+				return err
+			}
+			o, err := c.order()
+			if err != nil {
+				return err
+			}
+			out = append(out, *o)
+		}
+		return nil
+	})
+	return out, translate(err)
+}
+
+// GetOrder implements store.Executor.
+func (e executor) GetOrder(ctx context.Context, tenantID, id string) (order.Order, error) {
+	os, err := e.orders(ctx, selectOrder, tenantID, id)
+	if err != nil {
+		return order.Order{}, err
+	}
+	if len(os) == 0 {
+		return order.Order{}, store.ErrNotFound
+	}
+	return os[0], nil
+}
+
+// ListOrders implements store.Executor.
+func (e executor) ListOrders(ctx context.Context, tenantID string, f order.Filter) ([]order.Order, error) {
+	return e.orders(ctx, listOrders, tenantID, string(f.State), f.CustomerID, f.After, f.Limit)
+}
+
+func orderArgs(o order.Order, items []byte) []any {
+	return []any{o.ID, o.TenantID, o.CustomerID, o.Currency, items, o.Amount,
+		string(o.State), o.Version, o.CreatedAt, o.PaidAt, o.FulfilledAt, o.CancelledAt}
+}
+
+func casArgs(next order.Order) []any {
+	return []any{next.ID, next.TenantID, string(next.State), next.Version,
+		next.PaidAt, next.FulfilledAt, next.CancelledAt}
+}
