@@ -319,7 +319,7 @@ func TestKeyLifecycle(t *testing.T) {
 			t.Fatalf("sweep after retention = %+v, %v; want 1 tombstone", res, err)
 		}
 		rec, err := f.st.LookupKey(ctx, "t1", idempotency.HashKey("life"))
-		if err != nil || rec.State != idempotency.StateExpired || rec.StatusCode != 0 || rec.ResourceID != first.Order.ID || rec.Fingerprint != "fp-life" {
+		if err != nil || rec.State != idempotency.StateExpired || rec.ErrorCode != "" || rec.ResourceID != first.Order.ID || rec.Fingerprint != "fp-life" {
 			t.Fatalf("tombstone = %+v, %v; want expired, outcome dropped, fingerprint and resource kept", rec, err)
 		}
 		if _, err := f.svc.Create(ctx, "t1", key("life"), input); apperr.ErrorCode(err) != apperr.EKeyExpired {

@@ -131,7 +131,9 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 					return Result{}, err
 				}
 			} else {
-				st.Key = rec
+				// Completed meanwhile (or still held): answer from the key
+				// as it is now, with the order read afresh.
+				st.Key, st.Order = rec, nil
 			}
 		}
 	}

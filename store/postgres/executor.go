@@ -58,11 +58,13 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 		return nil, translate(err)
 	case claimed:
 		return nil, nil
-	case held != nil:
+	case held != nil && !replaceable(held.Record, k):
 		return held, nil
 	}
-	// The holder committed after this statement's snapshot: read it now. A
-	// claim that lost only ever loses to a committed row, so it is there.
+	// The holder committed after this statement's snapshot was taken (a
+	// new key, or an expired derived key another create took over): the
+	// statement saw no row, or the row as it was. Read it now. A claim that
+	// lost only ever loses to a committed row, so it is there.
 	return e.holder(ctx, k.TenantID, k.KeyHash)
 }
 
@@ -289,4 +291,12 @@ func orderArgs(o order.Order, items []byte) []any {
 func casArgs(next order.Order) []any {
 	return []any{next.ID, next.TenantID, string(next.State), next.Version,
 		next.PaidAt, next.FulfilledAt, next.CancelledAt}
+}
+
+// replaceable reports whether claim would have taken over held (an expired
+// derived key): if the claim lost to it anyway, held is an old version and
+// another claim took the key over since.
+func replaceable(held, claim idempotency.Record) bool {
+	return claim.Derived && held.Derived && !held.ExpiresAt.After(claim.CreatedAt) &&
+		(held.State == idempotency.StateCompleted || held.State == idempotency.StateExpired)
 }
