@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orderly/orderly/api"
-	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
-	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/simulator"
+	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store/pgtest"
 	"github.com/orderly/orderly/store/postgres"
@@ -71,7 +71,7 @@ func newBenchService(b *testing.B) (*service.Service, *roundTrips) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	svc := service.New(st, payment.NewSimulator(), fulfillment.NewSimulator(), service.Config{StatusOf: api.StatusOf})
+	svc := service.New(st, simulator.NewGateway(), simulator.NewWarehouse(), service.Config{StatusOf: api.StatusOf})
 	return svc, rt
 }
 
@@ -129,7 +129,7 @@ func BenchmarkPay(b *testing.B) {
 		}
 		ids[i] = res.Order.ID
 	}
-	in := service.PayInput{Amount: 2500, Currency: "USD", PaymentMethod: payment.TestMethodApproved}
+	in := service.PayInput{Amount: 2500, Currency: "USD", PaymentMethod: testmode.MethodApproved}
 	rt.reset()
 	b.ResetTimer()
 	for i := range b.N {
