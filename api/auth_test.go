@@ -8,7 +8,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
-	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/testmode"
 )
 
 func TestAuth(t *testing.T) {
@@ -45,7 +45,7 @@ func TestAuth(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			path := "/v1/orders/" + o.ID
 			wantProblem(t, do(t, env, http.MethodGet, path, testenv.KeyB, "", nil), http.StatusNotFound, apperr.ENotFound)
-			wantProblem(t, do(t, env, http.MethodPost, path+"/pay", testenv.KeyB, newKey(t), payBody(o, payment.TestMethodApproved)),
+			wantProblem(t, do(t, env, http.MethodPost, path+"/pay", testenv.KeyB, newKey(t), payBody(o, testmode.MethodApproved)),
 				http.StatusNotFound, apperr.ENotFound)
 			wantProblem(t, do(t, env, http.MethodPost, path+"/fulfill", testenv.KeyB, newKey(t), nil), http.StatusNotFound, apperr.ENotFound)
 			wantProblem(t, do(t, env, http.MethodPost, path+"/cancel", testenv.KeyB, "", nil), http.StatusNotFound, apperr.ENotFound)

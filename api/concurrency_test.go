@@ -12,7 +12,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
-	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/testmode"
 )
 
 // racers is how many identical or competing requests the race tests send at
@@ -137,7 +137,7 @@ func TestConcurrentPaySameKey(t *testing.T) {
 		key := newKey(t)
 		replies := together(t, racers, func(int) (reply, error) {
 			return send(env, call{Method: http.MethodPost, Path: eventPath(o.ID, order.EventPay), APIKey: testenv.KeyA,
-				IdemKey: key, Body: payBody(o, payment.TestMethodApproved)})
+				IdemKey: key, Body: payBody(o, testmode.MethodApproved)})
 		})
 		wantPaidOnce(t, env, o, replies)
 		fresh := 0
@@ -163,7 +163,7 @@ func TestConcurrentPayDistinctKeys(t *testing.T) {
 		}
 		replies := together(t, racers, func(i int) (reply, error) {
 			return send(env, call{Method: http.MethodPost, Path: eventPath(o.ID, order.EventPay), APIKey: testenv.KeyA,
-				IdemKey: keys[i], Body: payBody(o, payment.TestMethodApproved)})
+				IdemKey: keys[i], Body: payBody(o, testmode.MethodApproved)})
 		})
 		wantPaidOnce(t, env, o, replies)
 		for i, r := range replies {
@@ -215,7 +215,7 @@ func mixedRace(t *testing.T, env *testenv.Env, rng *rand.Rand) {
 	replies := together(t, racers, func(i int) (reply, error) {
 		c := call{Method: http.MethodPost, Path: eventPath(o.ID, events[i]), APIKey: testenv.KeyA, IdemKey: keys[i]}
 		if events[i] == order.EventPay {
-			c.Body = payBody(o, payment.TestMethodApproved)
+			c.Body = payBody(o, testmode.MethodApproved)
 		}
 		return send(env, c)
 	})

@@ -20,7 +20,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
-	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/testmode"
 )
 
 // eachStore runs fn as one subtest per store kind, so every behaviour is
@@ -272,7 +272,7 @@ func fire(t testing.TB, env *testenv.Env, o order.Order, ev order.Event, key str
 	t.Helper()
 	var body any
 	if ev == order.EventPay {
-		body = payBody(o, payment.TestMethodApproved)
+		body = payBody(o, testmode.MethodApproved)
 	}
 	return do(t, env, http.MethodPost, eventPath(o.ID, ev), testenv.KeyA, key, body)
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
-	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/simulator"
+	"github.com/orderly/orderly/paysim/testmode"
 )
 
 func TestIdempotencyReplay(t *testing.T) {
@@ -72,7 +73,7 @@ func TestIdempotencyReplay(t *testing.T) {
 		t.Run("a declined payment replays as the same decline without charging", func(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			key := newKey(t)
-			declined := payBody(o, payment.TestMethodDeclined)
+			declined := payBody(o, testmode.MethodDeclined)
 			first := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, declined)
 			p := wantProblem(t, first, http.StatusPaymentRequired, apperr.EDeclined)
 			if first.replayed() {
@@ -101,15 +102,15 @@ func TestIdempotencyReplay(t *testing.T) {
 		t.Run("after a decline another payment method can pay the order, once", func(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t),
-				payBody(o, payment.TestMethodInsufficientFunds)), http.StatusPaymentRequired, apperr.EDeclined)
+				payBody(o, testmode.MethodInsufficientFunds)), http.StatusPaymentRequired, apperr.EDeclined)
 			paid := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t),
-				payBody(o, payment.TestMethodApproved))
+				payBody(o, testmode.MethodApproved))
 			wantStatus(t, paid, http.StatusOK)
 			if got := orderOf(t, paid); got.State != order.Paid {
 				t.Fatalf("order is %s after paying with another card, want PAID", got.State)
 			}
 			again := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t),
-				payBody(o, payment.TestMethodApproved))
+				payBody(o, testmode.MethodApproved))
 			wantStatus(t, again, http.StatusOK)
 			if n := env.Gateway.Captures(o.ID); n != 1 {
 				t.Fatalf("%d captures, want 1", n)
@@ -119,7 +120,7 @@ func TestIdempotencyReplay(t *testing.T) {
 		t.Run("a payment that does not match the order replays as the same mismatch", func(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			key := newKey(t)
-			wrong := payBody(o, payment.TestMethodApproved)
+			wrong := payBody(o, testmode.MethodApproved)
 			wrong["amount"] = o.Amount + 1
 			wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, wrong),
 				http.StatusUnprocessableEntity, apperr.EMismatch)
@@ -231,7 +232,7 @@ func TestVolatileFieldsIgnored(t *testing.T) {
 			r := do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), withVolatile(newCustomer(t), "1"))
 			wantStatus(t, r, http.StatusCreated)
 			o := orderOf(t, r)
-			pay := payBody(o, payment.TestMethodApproved)
+			pay := payBody(o, testmode.MethodApproved)
 			pay["request_id"] = "req-1"
 			wantStatus(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t), pay), http.StatusOK)
 		})
@@ -354,7 +355,7 @@ func TestProviderFailureNotStored(t *testing.T) {
 		t.Run("a payment provider outage is a retryable 503 that is not stored", func(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			key := newKey(t)
-			body := payBody(o, payment.TestMethodProviderError)
+			body := payBody(o, simulator.MethodProviderError)
 			for attempt := 1; attempt <= 2; attempt++ {
 				calls := env.Gateway.Calls()
 				r := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, body)

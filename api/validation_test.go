@@ -9,7 +9,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
-	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/testmode"
 )
 
 func TestBadInputNeverMutates(t *testing.T) {
@@ -105,7 +105,7 @@ func TestBadInputNeverMutates(t *testing.T) {
 				}
 				// The key was not stored: the same key with a (declined) valid
 				// body runs afresh. A decline moves the version on.
-				r = do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, payBody(o, payment.TestMethodDeclined))
+				r = do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, payBody(o, testmode.MethodDeclined))
 				if wantProblem(t, r, http.StatusPaymentRequired, apperr.EDeclined); r.replayed() {
 					t.Fatalf("the key of a pay with %s was stored", bad.name)
 				}

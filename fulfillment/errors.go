@@ -78,9 +78,3 @@ var ErrUnknownOutcome = errors.New("fulfillment: outcome unknown")
 // neither treat the shipment as failed nor as made, but look it up or repeat
 // it with the same idempotency key.
 func IsUnknownOutcome(err error) bool { return errors.Is(err, ErrUnknownOutcome) }
-
-// unknownOutcome returns the non-retryable WarehouseError for a call whose
-// outcome is unknown because of cause.
-func unknownOutcome(cause error) error {
-	return &WarehouseError{Err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}
-}

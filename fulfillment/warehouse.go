@@ -2,6 +2,7 @@ package fulfillment
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/orderly/orderly/order"
@@ -34,6 +35,19 @@ type ShipmentRequest struct {
 	// Items are the order's lines; at least one is required. UnitPrice is in
 	// minor currency units and is ignored by the warehouse.
 	Items []order.Item
+}
+
+// Validate returns nil for a request a warehouse may accept, and otherwise
+// the final *WarehouseError a Warehouse answers without shipping anything:
+// for a request without IdempotencyKey or without Items.
+func (r ShipmentRequest) Validate() error {
+	switch {
+	case r.IdempotencyKey == "":
+		return &WarehouseError{Err: errors.New("idempotency key is required")}
+	case len(r.Items) == 0:
+		return &WarehouseError{Err: errors.New("a shipment needs at least one item")}
+	}
+	return nil
 }
 
 // Shipment is a shipment as the warehouse records it.

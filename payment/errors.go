@@ -1,7 +1,6 @@
 package payment
 
 import (
-	"context"
 	"errors"
 	"fmt"
 )
@@ -106,12 +105,6 @@ func IsRetryable(err error) bool {
 	return false
 }
 
-// cancelled returns the retryable ProviderError for a call whose context
-// ended before the provider acted.
-func cancelled(ctx context.Context) error {
-	return &ProviderError{Retryable: true, Err: ctx.Err()}
-}
-
 // ErrUnknownOutcome is wrapped, inside a non-retryable *ProviderError, by the
 // error a Gateway returns when a request that changes something (a charge or
 // a refund) reached the provider but no usable answer came back: the
@@ -128,9 +121,3 @@ var ErrUnknownOutcome = errors.New("payment: outcome unknown")
 // caller must then neither treat the charge as failed nor as captured, but
 // look it up or repeat it with the same idempotency key.
 func IsUnknownOutcome(err error) bool { return errors.Is(err, ErrUnknownOutcome) }
-
-// unknownOutcome returns the non-retryable ProviderError for a call whose
-// outcome is unknown because of cause.
-func unknownOutcome(cause error) error {
-	return &ProviderError{Err: fmt.Errorf("%w: %w", ErrUnknownOutcome, cause)}
-}

@@ -2,6 +2,8 @@ package payment
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -41,8 +43,23 @@ type ChargeRequest struct {
 	// Currency is an ISO 4217 alphabetic code such as "USD".
 	Currency string
 	// PaymentMethod is the provider's token for the customer's payment
-	// method, such as TestMethodApproved ("pm_card_visa").
+	// method, such as "pm_card_visa".
 	PaymentMethod string
+}
+
+// Validate returns nil for a request a provider may accept, and otherwise
+// the final *ProviderError a Gateway answers without capturing anything: for
+// a request without IdempotencyKey or Currency, or with a negative Amount.
+func (r ChargeRequest) Validate() error {
+	switch {
+	case r.IdempotencyKey == "":
+		return &ProviderError{Err: errors.New("idempotency key is required")}
+	case r.Currency == "":
+		return &ProviderError{Err: errors.New("currency is required")}
+	case r.Amount < 0:
+		return &ProviderError{Err: fmt.Errorf("amount %d is negative", r.Amount)}
+	}
+	return nil
 }
 
 // Charge is a captured payment as the provider records it.
@@ -86,6 +103,17 @@ type RefundRequest struct {
 	// Amount is the amount to refund in minor units of the charge's
 	// currency; it must not be negative nor exceed what is left unrefunded.
 	Amount int64
+}
+
+// Validate returns nil for a request a provider may accept, and otherwise
+// the final *ProviderError a Gateway answers without refunding anything: for
+// a request without IdempotencyKey. Whether Amount is within what is left
+// of the charge only the provider knows.
+func (r RefundRequest) Validate() error {
+	if r.IdempotencyKey == "" {
+		return &ProviderError{Err: errors.New("idempotency key is required")}
+	}
+	return nil
 }
 
 // Refund is a refund as the provider records it.

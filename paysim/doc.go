@@ -69,4 +69,14 @@
 // closes it without a response; decline declines a new charge with
 // card_declined and remembers it; latency delays the answer. Counters per
 // kind are in GET /admin/stats.
+//
+// # Packages beside it
+//
+// Package paysim/paysimclient is the client of this API that Orderly uses:
+// a payment.Gateway and a fulfillment.Warehouse over HTTP. Package
+// paysim/simulator is the in-process equivalent, without a network or a
+// ledger file. Package paysim/testmode holds what the server and the
+// in-process simulators share: the test payment methods and SKUs that
+// decline or are out of stock, their codes and messages, and the form of
+// ids.
 package paysim

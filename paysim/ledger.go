@@ -2,10 +2,8 @@ package paysim
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/orderly/orderly/internal/sqlitefile"
+	"github.com/orderly/orderly/paysim/testmode"
 )
 
 // FileName is the database file OpenLedger creates in its directory.
@@ -357,9 +356,6 @@ func nullable(s string) any {
 	return s
 }
 
-// newID returns prefix followed by 24 random hex digits.
-func newID(prefix string) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+).
-	return prefix + hex.EncodeToString(b[:])
-}
+// newID returns prefix followed by 24 random hex digits, in the form the
+// in-process simulators give too.
+func newID(prefix string) string { return testmode.NewID(prefix) }

@@ -1,15 +1,21 @@
 package paysim
 
-import "time"
+import (
+	"time"
+
+	"github.com/orderly/orderly/paysim/testmode"
+)
 
 // Test payment methods and SKUs understood by paysim. Every other non-empty
-// payment method is approved and every other SKU is in stock.
+// payment method is approved and every other SKU is in stock. Those that
+// decline or are out of stock are package testmode's, shared with the
+// in-process simulators; the fault methods and SKUs are paysim's own.
 const (
 	// MethodDeclined is declined with code DeclineCardDeclined.
-	MethodDeclined = "pm_card_declined"
+	MethodDeclined = testmode.MethodDeclined
 	// MethodInsufficientFunds is declined with code
 	// DeclineInsufficientFunds.
-	MethodInsufficientFunds = "pm_card_insufficient_funds"
+	MethodInsufficientFunds = testmode.MethodInsufficientFunds
 
 	// MethodFaultDropAfterCommit captures the charge, then drops the reply
 	// (the connection closes without a response). First request per key
@@ -28,7 +34,7 @@ const (
 	// SKUOutOfStock is never in stock: a shipment containing it fails for
 	// good with 409 out_of_stock, and the failure is remembered under the
 	// key.
-	SKUOutOfStock = "sku_out_of_stock"
+	SKUOutOfStock = testmode.SKUOutOfStock
 	// SKUFaultDropAfterCommit makes a shipment behave like
 	// MethodFaultDropAfterCommit.
 	SKUFaultDropAfterCommit = "sku_fault_drop_after_commit"
@@ -44,16 +50,16 @@ const (
 	MethodLatency = 2 * time.Second
 )
 
-// Decline codes carried in a 402's error.code.
+// Decline codes carried in a 402's error.code, package testmode's.
 const (
 	// DeclineCardDeclined is the generic decline (MethodDeclined, the
 	// "decline" fault).
-	DeclineCardDeclined = "card_declined"
+	DeclineCardDeclined = testmode.DeclineCardDeclined
 	// DeclineInsufficientFunds is the decline of MethodInsufficientFunds.
-	DeclineInsufficientFunds = "insufficient_funds"
+	DeclineInsufficientFunds = testmode.DeclineInsufficientFunds
 	// DeclineInvalidPaymentMethod is the decline of an empty payment
 	// method.
-	DeclineInvalidPaymentMethod = "invalid_payment_method"
+	DeclineInvalidPaymentMethod = testmode.DeclineInvalidPaymentMethod
 )
 
 // ChargeStatus is the status of a Charge.

@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
-	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/simulator"
+	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/store/pgtest"
@@ -128,7 +128,7 @@ func benchStores(b *testing.B, cfg service.Config, bench func(b *testing.B, svc 
 }
 
 func newBenchService(b *testing.B, st store.Store, cfg service.Config) *service.Service {
-	svc := service.New(st, payment.NewSimulator(), fulfillment.NewSimulator(), cfg)
+	svc := service.New(st, simulator.NewGateway(), simulator.NewWarehouse(), cfg)
 	b.Cleanup(func() { svc.Close(); st.Close() })
 	return svc
 }
@@ -143,7 +143,7 @@ func (r *roundTrips) start(b *testing.B) {
 var benchInput = order.NewOrderInput{CustomerID: "cus_bench", Currency: "USD",
 	Items: []order.Item{{SKU: "sku_1", Quantity: 2, UnitPrice: 1250}}}
 
-var benchPay = service.PayInput{Amount: 2500, Currency: "USD", PaymentMethod: payment.TestMethodApproved}
+var benchPay = service.PayInput{Amount: 2500, Currency: "USD", PaymentMethod: testmode.MethodApproved}
 
 func benchKey(i int) idempotency.Key {
 	return idempotency.Key{Value: fmt.Sprintf("bench-%d", i), Fingerprint: fmt.Sprintf("fp-%d", i)}

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/apperr"
-	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/simulator"
+	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
 )
@@ -36,7 +37,7 @@ func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.
 // (a slow provider), or capture and then lose the reply (a dropped
 // connection: the outcome is unknown to the caller).
 type gateway struct {
-	*payment.Simulator
+	*simulator.Gateway
 	hold     chan struct{} // non-nil: the next Charge waits for it to close
 	entered  chan struct{} // closed when a held Charge has started
 	dropNext atomic.Bool
@@ -48,7 +49,7 @@ func (g *gateway) Charge(ctx context.Context, req payment.ChargeRequest) (paymen
 		close(g.entered)
 		<-h
 	}
-	ch, err := g.Simulator.Charge(ctx, req)
+	ch, err := g.Gateway.Charge(ctx, req)
 	if g.dropNext.CompareAndSwap(true, false) {
 		// The provider decided (captured or declined); the answer is lost.
 		return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
@@ -68,8 +69,8 @@ type fixture struct {
 func newFixture(t *testing.T, kind string) *fixture {
 	t.Helper()
 	env := testenv.New(t, kind, testenv.Options{})
-	f := &fixture{st: env.Store, gw: &gateway{Simulator: payment.NewSimulator()}, clk: newClock()}
-	f.svc = service.New(f.st, f.gw, fulfillment.NewSimulator(), service.Config{
+	f := &fixture{st: env.Store, gw: &gateway{Gateway: simulator.NewGateway()}, clk: newClock()}
+	f.svc = service.New(f.st, f.gw, simulator.NewWarehouse(), service.Config{
 		KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
 		LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second,
 		Now: f.clk.Now,
@@ -79,7 +80,7 @@ func newFixture(t *testing.T, kind string) *fixture {
 
 var input = order.NewOrderInput{CustomerID: "cus_1", Currency: "EUR", Items: []order.Item{{SKU: "sku", Quantity: 2, UnitPrice: 750}}}
 
-var payIn = service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: payment.TestMethodApproved}
+var payIn = service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: testmode.MethodApproved}
 
 func key(v string) idempotency.Key { return idempotency.Key{Value: v, Fingerprint: "fp-" + v} }
 
@@ -243,11 +244,11 @@ func TestCompleterFinishesAbandonedRequests(t *testing.T) {
 		pk := dead.ID + "/pay/1"
 		if _, err := f.st.RecordAttempt(ctx, store.LeaseOf(rec), store.Attempt{ProviderKey: pk, TenantID: "t1", OrderID: dead.ID,
 			Kind: store.AttemptCharge, Status: store.AttemptPending, Amount: 1500, Currency: "EUR",
-			PaymentMethod: payment.TestMethodApproved, CreatedAt: now, UpdatedAt: now}, dead.Version); err != nil {
+			PaymentMethod: testmode.MethodApproved, CreatedAt: now, UpdatedAt: now}, dead.Version); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.gw.Simulator.Charge(ctx, payment.ChargeRequest{IdempotencyKey: pk, OrderID: dead.ID,
-			Amount: 1500, Currency: "EUR", PaymentMethod: payment.TestMethodApproved}); err != nil {
+		if _, err := f.gw.Gateway.Charge(ctx, payment.ChargeRequest{IdempotencyKey: pk, OrderID: dead.ID,
+			Amount: 1500, Currency: "EUR", PaymentMethod: testmode.MethodApproved}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -386,7 +387,7 @@ func TestResumedKeyKeepsItsOwnAttempt(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		o := f.order(t)
-		poor := service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: payment.TestMethodInsufficientFunds}
+		poor := service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: testmode.MethodInsufficientFunds}
 		f.gw.dropNext.Store(true)
 		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("K1")}, poor); apperr.ErrorCode(err) != apperr.EUnavailable {
 			t.Fatalf("K1 with a lost answer: %v, want EUnavailable", err)
@@ -428,7 +429,7 @@ func TestRefundRefusedForGoodIsFinal(t *testing.T) {
 		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("P")}, payIn); err != nil {
 			t.Fatal(err)
 		}
-		other := service.New(f.st, payment.NewSimulator(), fulfillment.NewSimulator(), service.Config{
+		other := service.New(f.st, simulator.NewGateway(), simulator.NewWarehouse(), service.Config{
 			Now: f.clk.Now, LeaseDuration: 10 * time.Second,
 		})
 		for i, want := range []bool{false, true} {

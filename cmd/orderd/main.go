@@ -29,6 +29,8 @@ import (
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/paysimclient"
+	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/store/postgres"
@@ -280,17 +282,17 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 // providers returns the payment gateway and warehouse: HTTP clients of the
 // configured provider, or the built-in simulators.
 func providers(c Config) (payment.Gateway, fulfillment.Warehouse, error) {
-	var gw payment.Gateway = payment.NewSimulator()
-	var wh fulfillment.Warehouse = fulfillment.NewSimulator()
+	var gw payment.Gateway = simulator.NewGateway()
+	var wh fulfillment.Warehouse = simulator.NewWarehouse()
 	if c.PaymentURL != "" {
-		g, err := payment.NewHTTPGateway(c.PaymentURL, payment.WithTimeout(c.ProviderTimeout))
+		g, err := paysimclient.NewGateway(c.PaymentURL, paysimclient.WithTimeout(c.ProviderTimeout))
 		if err != nil {
 			return nil, nil, fmt.Errorf("-payment-url: %w", err)
 		}
 		gw = g
 	}
 	if c.WarehouseURL != "" {
-		w, err := fulfillment.NewHTTPWarehouse(c.WarehouseURL, fulfillment.WithTimeout(c.ProviderTimeout))
+		w, err := paysimclient.NewWarehouse(c.WarehouseURL, paysimclient.WithTimeout(c.ProviderTimeout))
 		if err != nil {
 			return nil, nil, fmt.Errorf("-warehouse-url: %w", err)
 		}

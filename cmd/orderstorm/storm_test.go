@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/api"
-	"github.com/orderly/orderly/fulfillment"
-	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store/pgtest"
 	"github.com/orderly/orderly/store/postgres"
@@ -57,11 +56,11 @@ func TestStormInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		gw, err := payment.NewHTTPGateway(provider.URL, payment.WithTimeout(500*time.Millisecond))
+		gw, err := paysimclient.NewGateway(provider.URL, paysimclient.WithTimeout(500*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
-		wh, err := fulfillment.NewHTTPWarehouse(provider.URL, fulfillment.WithTimeout(500*time.Millisecond))
+		wh, err := paysimclient.NewWarehouse(provider.URL, paysimclient.WithTimeout(500*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,6 +57,17 @@ func hangUp(t *testing.T, w http.ResponseWriter, r *http.Request) {
 	conn.Close()
 }
 
+// closedURL returns the URL of a loopback port that nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
+}
+
 // sendError returns err's *SendError, failing the test if there is none.
 func sendError(t *testing.T, err error) *provhttp.SendError {
 	t.Helper()
@@ -113,13 +124,7 @@ func TestDoSendsJSONWithTheKey(t *testing.T) {
 
 func TestDoClosedListenerIsNotSent(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	_, err = newClient(t, "http://"+addr, time.Second).Do(context.Background(), http.MethodPost, "/v1/things", "k", struct{}{})
+	_, err := newClient(t, closedURL(t), time.Second).Do(context.Background(), http.MethodPost, "/v1/things", "k", struct{}{})
 	se := sendError(t, err)
 	var oe *net.OpError
 	if se.Sent || !errors.As(err, &oe) || oe.Op != "dial" {
@@ -272,5 +277,130 @@ func TestDoUnsendableRequest(t *testing.T) {
 	}
 	if n := s.requests(); n != 0 {
 		t.Errorf("server read %d requests, want 0", n)
+	}
+}
+
+func TestCallDecodesASuccess(t *testing.T) {
+	t.Parallel()
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"x"}`)
+	})
+	var out struct{ ID string }
+	if err := newClient(t, s.URL, time.Second).Call(context.Background(), http.MethodPost, "/v1/things", "k", struct{}{}, &out); err != nil || out.ID != "x" {
+		t.Errorf("Call = %v, decoded %+v; want id x", err, out)
+	}
+}
+
+// failure returns err's *Failure, failing the test if there is none.
+func failure(t *testing.T, err error) *provhttp.Failure {
+	t.Helper()
+	var f *provhttp.Failure
+	if !errors.As(err, &f) {
+		t.Fatalf("err = %v (%T), want a *Failure", err, err)
+	}
+	return f
+}
+
+func TestCallClassifiesAnswers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		status     int
+		body       string
+		wantChange provhttp.Verdict // of a POST
+		wantRead   provhttp.Verdict // of a GET
+	}{
+		{"500", 500, `{"error":{"type":"api_error"}}`, provhttp.Retryable, provhttp.Retryable},
+		{"503 without a body", 503, "", provhttp.Retryable, provhttp.Retryable},
+		{"400", 400, `{"error":{"type":"invalid_request_error"}}`, provhttp.Final, provhttp.Final},
+		{"402", 402, "", provhttp.Final, provhttp.Final},
+		{"404", 404, "", provhttp.Final, provhttp.Final},
+		{"408", 408, "", provhttp.Retryable, provhttp.Retryable},
+		{"409", 409, "", provhttp.Final, provhttp.Final},
+		{"429", 429, "", provhttp.Retryable, provhttp.Retryable},
+		{"2xx with an unreadable body", 200, `{"id":`, provhttp.Unknown, provhttp.Retryable},
+		{"redirect", 302, "", provhttp.Unknown, provhttp.Retryable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				if tt.status == 302 {
+					w.Header().Set("Location", "/elsewhere")
+				}
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			})
+			c := newClient(t, s.URL, 5*time.Second)
+			for _, call := range []struct {
+				method string
+				body   any
+				want   provhttp.Verdict
+			}{{http.MethodPost, struct{}{}, tt.wantChange}, {http.MethodGet, nil, tt.wantRead}} {
+				var out struct{ ID string }
+				f := failure(t, c.Call(context.Background(), call.method, "/v1/things", "k", call.body, &out))
+				if f.Verdict != call.want || f.Status != tt.status || string(f.Body) != tt.body {
+					t.Errorf("%s: Failure = %v, %d, %q; want %v, %d, %q", call.method, f.Verdict, f.Status, f.Body, call.want, tt.status, tt.body)
+				}
+			}
+		})
+	}
+}
+
+func TestCallClassifiesCallsWithoutAnAnswer(t *testing.T) {
+	t.Parallel()
+	refused := closedURL(t)
+	hungUp := serve(t, func(w http.ResponseWriter, r *http.Request) { hangUp(t, w, r) }).URL
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	tests := []struct {
+		name, url, method string
+		ctx               context.Context
+		body              any
+		want              provhttp.Verdict
+		wantCause         error // matched through errors.Is, if not nil
+	}{
+		{"refused POST", refused, http.MethodPost, context.Background(), struct{}{}, provhttp.Retryable, nil},
+		{"POST with an ended context", hungUp, http.MethodPost, ended, struct{}{}, provhttp.Retryable, context.Canceled},
+		{"POST hung up after it was read", hungUp, http.MethodPost, context.Background(), struct{}{}, provhttp.Unknown, nil},
+		{"GET hung up after it was read", hungUp, http.MethodGet, context.Background(), nil, provhttp.Retryable, nil},
+		{"unmarshalable body", hungUp, http.MethodPost, context.Background(), make(chan int), provhttp.Final, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out struct{}
+			f := failure(t, newClient(t, tt.url, 5*time.Second).Call(tt.ctx, tt.method, "/v1/things", "k", tt.body, &out))
+			if f.Verdict != tt.want || f.Status != 0 || f.Body != nil {
+				t.Errorf("Failure = %v, %d, %q; want %v without an answer", f.Verdict, f.Status, f.Body, tt.want)
+			}
+			if tt.wantCause != nil && !errors.Is(f, tt.wantCause) {
+				t.Errorf("Failure %v does not match %v", f, tt.wantCause)
+			}
+		})
+	}
+}
+
+func TestFailureMessages(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		f    *provhttp.Failure
+		want string
+	}{
+		{&provhttp.Failure{Verdict: provhttp.Retryable, Status: 503}, "answered 503"},
+		{&provhttp.Failure{Verdict: provhttp.Unknown, Status: 200, Err: errors.New("unexpected EOF")}, "answered 200: unexpected EOF"},
+		{&provhttp.Failure{Verdict: provhttp.Retryable, Err: &provhttp.SendError{Err: errors.New("dial")}}, "request not sent: dial"},
+	}
+	for _, tt := range tests {
+		if got := tt.f.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+	for v, want := range map[provhttp.Verdict]string{provhttp.Retryable: "retryable", provhttp.Final: "final", provhttp.Unknown: "unknown outcome", 0: "Verdict(0)"} {
+		if got := v.String(); got != want {
+			t.Errorf("Verdict(%d).String() = %q, want %q", int(v), got, want)
+		}
 	}
 }

@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/api"
-	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
-	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/store/pgtest"
@@ -58,8 +57,8 @@ type Env struct {
 	Kind      string
 	Location  string // PostgreSQL URL or SQLite directory
 	Store     store.Store
-	Gateway   *payment.Simulator
-	Warehouse *fulfillment.Simulator
+	Gateway   *simulator.Gateway
+	Warehouse *simulator.Warehouse
 	Service   *service.Service
 	Server    *httptest.Server
 }
@@ -68,7 +67,7 @@ type Env struct {
 // tests skip (or fail in CI) without a server; see pgtest.
 func New(t testing.TB, kind string, opt Options) *Env {
 	t.Helper()
-	e := &Env{Kind: kind, Location: opt.Location, Gateway: payment.NewSimulator(), Warehouse: fulfillment.NewSimulator()}
+	e := &Env{Kind: kind, Location: opt.Location, Gateway: simulator.NewGateway(), Warehouse: simulator.NewWarehouse()}
 	if e.Location == "" {
 		switch kind {
 		case Postgres:

@@ -1,4 +1,4 @@
-package payment_test
+package paysimclient_test
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/paysimclient"
 )
 
 // A charge whose reply is lost after the provider captured it has an
 // unknown outcome; Lookup tells what happened, and repeating the charge with
 // the same key returns the same capture.
-func ExampleHTTPGateway() {
+func ExampleGateway() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "paysim-example")
 	defer os.RemoveAll(dir)
@@ -23,7 +24,7 @@ func ExampleHTTPGateway() {
 	provider := httptest.NewServer(sim)
 	defer provider.Close()
 
-	gw, _ := payment.NewHTTPGateway(provider.URL)
+	gw, _ := paysimclient.NewGateway(provider.URL)
 	req := payment.ChargeRequest{
 		IdempotencyKey: "ord_123/pay", OrderID: "ord_123", Amount: 4200, Currency: "USD",
 		PaymentMethod: paysim.MethodFaultDropAfterCommit, // the provider drops its first reply

@@ -1,0 +1,97 @@
+package paysimclient_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/orderly/orderly/fulfillment"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/paysimclient"
+)
+
+// provider is a paysim server on a loopback httptest.Server.
+type provider struct {
+	*httptest.Server
+	sim *paysim.Server
+}
+
+// startProvider serves a fresh paysim ledger with faults f until the test
+// ends.
+func startProvider(t *testing.T, f paysim.Faults) provider {
+	t.Helper()
+	l, err := paysim.OpenLedger(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := paysim.NewServer(l, paysim.Config{Faults: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(sim)
+	t.Cleanup(func() {
+		sim.StopDelays()
+		ts.Close()
+		l.Close()
+	})
+	return provider{Server: ts, sim: sim}
+}
+
+// stats returns the provider's counts.
+func (p provider) stats(t *testing.T) paysim.Stats {
+	t.Helper()
+	st, err := p.sim.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// captures returns the provider's number of captures for orderID.
+func (p provider) captures(t *testing.T, orderID string) int {
+	t.Helper()
+	return p.stats(t).CapturesByOrder[orderID]
+}
+
+// shipments returns the provider's number of shipments for orderID.
+func (p provider) shipments(t *testing.T, orderID string) int {
+	t.Helper()
+	return p.stats(t).ShipmentsByOrder[orderID]
+}
+
+func newGateway(t *testing.T, url string, opts ...paysimclient.Option) *paysimclient.Gateway {
+	t.Helper()
+	gw, err := paysimclient.NewGateway(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gw
+}
+
+func newWarehouse(t *testing.T, url string, opts ...paysimclient.Option) *paysimclient.Warehouse {
+	t.Helper()
+	w, err := paysimclient.NewWarehouse(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// chargeReq returns a request to charge 42.00 USD for orderID with method.
+func chargeReq(orderID, method string) payment.ChargeRequest {
+	return payment.ChargeRequest{IdempotencyKey: orderID + "/pay", OrderID: orderID, Amount: 4200, Currency: "USD", PaymentMethod: method}
+}
+
+// shipReq returns a request to ship one of each SKU for orderID.
+func shipReq(orderID string, skus ...string) fulfillment.ShipmentRequest {
+	if len(skus) == 0 {
+		skus = []string{"sku_mug"}
+	}
+	items := make([]order.Item, len(skus))
+	for i, s := range skus {
+		items[i] = order.Item{SKU: s, Quantity: 1, UnitPrice: 1500}
+	}
+	return fulfillment.ShipmentRequest{IdempotencyKey: orderID + "/fulfill", OrderID: orderID, Items: items}
+}
