@@ -70,6 +70,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/orderly/orderly/internal/spawn"
 	"github.com/orderly/orderly/paysim"
 )
 
@@ -489,14 +490,14 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		}
 	}
 	if cluster != nil {
-		procs := append([]*Proc{}, cluster.Orderd...)
+		procs := append([]*spawn.Process{}, cluster.Orderd...)
 		if cluster.Paysim != nil {
 			procs = append(procs, cluster.Paysim)
 		}
 		for _, p := range procs {
-			if p.Addr() != "" && !alive(p) {
+			if p.Exited() {
 				if err := p.Restart(); err != nil {
-					return nil, fmt.Errorf("restarting %s for the reconcile: %w", p.Name, err)
+					return nil, fmt.Errorf("restarting %s for the reconcile: %w", p.Name(), err)
 				}
 				if p == cluster.Paysim && tally != nil {
 					tally.restarted()
@@ -566,12 +567,6 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 	}
 	res.Pass = res.Check.Total == 0
 	return res, nil
-}
-
-func alive(p *Proc) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd != nil
 }
 
 func storeOf(dbURL string) string {
