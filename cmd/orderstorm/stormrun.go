@@ -56,12 +56,12 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		}
 		defer closeAll(proxies)
 	}
-	var admin *PaysimAdmin
+	var admin *paysim.AdminClient
 	var tally *faultTally
 	stormFaults := cfg.PaysimFaults
 	stormFaults.Seed = cfg.Seed
 	if cfg.PaysimURL != "" {
-		admin = NewPaysimAdmin(cfg.PaysimURL)
+		admin = paysim.NewAdminClient(cfg.PaysimURL)
 		prev, err := admin.Faults(ctx)
 		if err != nil {
 			return nil, err
