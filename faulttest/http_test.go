@@ -257,43 +257,31 @@ func (a *orderdAPI) ready() bool {
 	return r.err == nil && r.status == http.StatusOK
 }
 
-// paysimAdmin reads and sets paysim's admin endpoints.
+// paysimAdmin reads and sets paysim's admin endpoints, failing the test on
+// an error.
 type paysimAdmin struct {
-	base string
-	hc   *http.Client
+	*paysim.AdminClient
 }
 
 func newPaysimAdmin(addr string) *paysimAdmin {
-	return &paysimAdmin{base: "http://" + addr, hc: &http.Client{Timeout: 10 * time.Second}}
-}
-
-func (p *paysimAdmin) getJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	resp, err := p.hc.Get(p.base + path)
-	if err != nil {
-		t.Fatalf("paysim GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("paysim GET %s = %d %s", path, resp.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("paysim GET %s: %v in %s", path, err, b)
-	}
+	return &paysimAdmin{paysim.NewAdminClient("http://" + addr)}
 }
 
 func (p *paysimAdmin) stats(t *testing.T) paysim.Stats {
 	t.Helper()
-	var st paysim.Stats
-	p.getJSON(t, "/admin/stats", &st)
+	st, err := p.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	return st
 }
 
 func (p *paysimAdmin) ledger(t *testing.T) paysim.Snapshot {
 	t.Helper()
-	var s paysim.Snapshot
-	p.getJSON(t, "/admin/ledger", &s)
+	s, err := p.Ledger(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -336,19 +324,7 @@ func (p *paysimAdmin) awaitHolding(t *testing.T, before int64) {
 // setFaults replaces paysim's run-level faults.
 func (p *paysimAdmin) setFaults(t *testing.T, f paysim.Faults) {
 	t.Helper()
-	b, err := json.Marshal(f)
-	if err != nil {
+	if err := p.SetFaults(context.Background(), f); err != nil {
 		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPut, p.base+"/admin/faults", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := p.hc.Do(req)
-	if err != nil {
-		t.Fatalf("PUT /admin/faults: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("PUT /admin/faults = %d %s", resp.StatusCode, body)
 	}
 }

@@ -12,7 +12,8 @@ const (
 	Paid State = "PAID"
 	// Fulfilled: the warehouse shipped the order. Terminal.
 	Fulfilled State = "FULFILLED"
-	// Cancelled: cancelled before payment. Terminal.
+	// Cancelled: cancelled before fulfilment — from RCVD, or from PAID
+	// once the charge has been refunded. Terminal.
 	Cancelled State = "CANCELLED"
 )
 

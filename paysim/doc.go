@@ -40,6 +40,8 @@
 //	GET  /admin/faults, PUT /admin/faults   the run-level Faults as JSON
 //	GET  /healthz       {"status":"ok"}
 //
+// [AdminClient] calls the admin routes for a harness.
+//
 // Other malformed input answers 400 (413 for a body over the limit).
 //
 // # Faults

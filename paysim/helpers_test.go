@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,6 +92,30 @@ type request struct {
 	key          string // Idempotency-Key; "" for none
 	fault        string // Paysim-Fault; "" for none
 	body         any    // marshalled unless a string
+}
+
+// concurrently sends n requests at once, the i-th made by req(i), and
+// returns their replies in order; a transport error fails the test.
+func (e *env) concurrently(n int, req func(i int) request) []reply {
+	e.t.Helper()
+	replies := make([]reply, n)
+	errs := make([]error, n)
+	begin := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-begin
+			replies[i], errs[i] = e.send(context.Background(), req(i))
+		})
+	}
+	close(begin)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			e.t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return replies
 }
 
 // send sends req and returns the answer or the transport error.

@@ -8,12 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 	"time"
 
 	"github.com/pressly/goose/v3"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/orderly/orderly/internal/sqlitefile"
 	"github.com/orderly/orderly/paysim/testmode"
@@ -124,7 +121,7 @@ func (l *Ledger) Refund(ctx context.Context, key string) (Refund, error) {
 // with created false. Errors: ErrChargeNotFound, ErrRefundTooLarge.
 func (l *Ledger) CreateRefund(ctx context.Context, r Refund) (_ Refund, created bool, _ error) {
 	var out Refund
-	err := l.inTx(ctx, func(tx *sql.Tx) error {
+	err := sqlitefile.InTx(ctx, l.db, func(tx *sql.Tx) error {
 		held, err := scanRefund(tx.QueryRowContext(ctx, selectRefund, r.IdempotencyKey))
 		if err == nil {
 			out = held
@@ -241,25 +238,6 @@ func (l *Ledger) perOrder(ctx context.Context, query string) (map[string]int, in
 	return out, top, nil
 }
 
-// inTx runs fn in a transaction (BEGIN IMMEDIATE, set by the DSN),
-// committing when fn returns nil and rolling back otherwise. A commit error
-// is returned, never lost.
-func (l *Ledger) inTx(ctx context.Context, fn func(*sql.Tx) error) (err error) {
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
 type scanner interface{ Scan(dest ...any) error }
 
 // collect runs query and scans every row with scan.
@@ -319,26 +297,19 @@ func affected(res sql.Result, err error) (int64, error) {
 	return res.RowsAffected()
 }
 
-// translate maps driver errors to the Ledger's: no rows → ErrNotFound;
-// SQLITE_BUSY/LOCKED or a closed database → ErrBusy.
+// translate maps driver errors to the Ledger's: no rows → ErrNotFound; a
+// database that is busy (SQLITE_BUSY/LOCKED past the busy timeout) or closed
+// → ErrBusy. See sqlitefile.Translate.
 func translate(err error) error {
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrChargeNotFound), errors.Is(err, ErrRefundTooLarge):
 		return err
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrNotFound
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return fmt.Errorf("%w: %v", ErrBusy, err)
-		}
-	}
-	if strings.Contains(err.Error(), "database is closed") {
+	case sqlitefile.Retryable(err):
 		return fmt.Errorf("%w: %v", ErrBusy, err)
 	}
-	return fmt.Errorf("paysim: %w", err)
+	return fmt.Errorf("paysim: %w", sqlitefile.Translate(err))
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }

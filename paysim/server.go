@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,12 +97,12 @@ func NewServer(l *Ledger, c Config) (*Server, error) {
 		s.maxBody = DefaultMaxBodyBytes
 	}
 	s.setFaults(c.Faults)
-	s.mux.HandleFunc("POST /v1/charges", s.postCharge)
-	s.mux.HandleFunc("GET /v1/charges", s.getCharge)
-	s.mux.HandleFunc("POST /v1/refunds", s.postRefund)
-	s.mux.HandleFunc("GET /v1/refunds", s.getRefund)
-	s.mux.HandleFunc("POST /v1/shipments", s.postShipment)
-	s.mux.HandleFunc("GET /v1/shipments", s.getShipment)
+	s.mux.HandleFunc("POST /v1/charges", post(s, charges))
+	s.mux.HandleFunc("GET /v1/charges", get(s, charges))
+	s.mux.HandleFunc("POST /v1/refunds", post(s, refunds))
+	s.mux.HandleFunc("GET /v1/refunds", get(s, refunds))
+	s.mux.HandleFunc("POST /v1/shipments", post(s, shipments))
+	s.mux.HandleFunc("GET /v1/shipments", get(s, shipments))
 	s.mux.HandleFunc("GET /admin/ledger", s.getLedger)
 	s.mux.HandleFunc("GET /admin/stats", s.getStats)
 	s.mux.HandleFunc("GET /admin/faults", s.getFaults)
@@ -169,337 +168,6 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 // the delays.
 func (s *Server) StopDelays() { s.stopOnce.Do(func() { close(s.stop) }) }
 
-// --- charges
-
-func (s *Server) postCharge(w http.ResponseWriter, r *http.Request) {
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	var p ChargeParams
-	if !s.decode(w, r, &p) {
-		return
-	}
-	switch {
-	case p.OrderID == "":
-		invalid(w, "order_id is required")
-		return
-	case p.Amount < 0:
-		invalid(w, fmt.Sprintf("amount %d is negative", p.Amount))
-		return
-	case p.Currency == "":
-		invalid(w, "currency is required")
-		return
-	}
-	rf, ok := faultHeader(w, r)
-	if !ok {
-		return
-	}
-	if p.PaymentMethod == MethodFaultLatency {
-		rf.latency += MethodLatency
-	}
-	if !s.delay(r.Context(), rf.latency) {
-		return
-	}
-	ctx := r.Context()
-	if held, err := s.ledger.Charge(ctx, key); err == nil {
-		replayCharge(w, held, p)
-		return
-	} else if !errors.Is(err, ErrNotFound) {
-		s.fail(w, err)
-		return
-	}
-	fault, err := s.decide(ctx, "charges", key, rf, triggered[p.PaymentMethod], true)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	if s.answerFault(w, r, fault) {
-		return
-	}
-	c := Charge{
-		ID: newID("ch_"), IdempotencyKey: key, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency,
-		PaymentMethod: p.PaymentMethod, Status: ChargeCaptured, CreatedAt: now(),
-	}
-	c.FailureCode, c.FailureMessage = decline(p.PaymentMethod)
-	injectedDecline := fault == FaultDecline && c.FailureCode == ""
-	if injectedDecline {
-		c.FailureCode, c.FailureMessage = DeclineCardDeclined, "Your card was declined (injected)."
-	}
-	if c.FailureCode != "" {
-		c.Status = ChargeFailed
-	}
-	// The commit does not depend on the client staying: a request that
-	// reached it commits, as at a real provider.
-	c, created, err := s.ledger.CreateCharge(context.WithoutCancel(ctx), c)
-	switch {
-	case err != nil:
-		s.fail(w, err)
-	case !created: // a concurrent request with the key won
-		replayCharge(w, c, p)
-	case fault == FaultDrop:
-		s.fired(r, FaultDrop)
-		drop(w)
-	default:
-		if injectedDecline {
-			s.fired(r, FaultDecline)
-		}
-		writeCharge(w, c, http.StatusCreated, false)
-	}
-}
-
-func (s *Server) getCharge(w http.ResponseWriter, r *http.Request) {
-	key, ok := s.lookupPrelude(w, r)
-	if !ok {
-		return
-	}
-	c, err := s.ledger.Charge(r.Context(), key)
-	if err != nil {
-		s.lookupFailed(w, err, "charge", key)
-		return
-	}
-	writeCharge(w, c, http.StatusOK, false)
-}
-
-// decline returns the decline code and message of a payment method, or ""
-// if it is approved.
-func decline(method string) (code, message string) {
-	switch method {
-	case "":
-		return DeclineInvalidPaymentMethod, "No payment method was given."
-	case MethodDeclined:
-		return DeclineCardDeclined, "Your card was declined."
-	case MethodInsufficientFunds:
-		return DeclineInsufficientFunds, "Your card has insufficient funds."
-	}
-	return "", ""
-}
-
-func replayCharge(w http.ResponseWriter, held Charge, p ChargeParams) {
-	if held.Params() != p {
-		keyReused(w, "charge", held.IdempotencyKey)
-		return
-	}
-	writeCharge(w, held, http.StatusOK, true)
-}
-
-// writeCharge answers c: the charge with status, or a 402 for a decline.
-func writeCharge(w http.ResponseWriter, c Charge, status int, replayed bool) {
-	if replayed {
-		w.Header().Set(ReplayedHeader, "true")
-	}
-	if c.Status == ChargeFailed {
-		writeError(w, http.StatusPaymentRequired, apiError{Type: ErrTypeCard, Code: c.FailureCode, Message: c.FailureMessage, Charge: c.ID})
-		return
-	}
-	writeJSON(w, status, c)
-}
-
-// --- refunds
-
-func (s *Server) postRefund(w http.ResponseWriter, r *http.Request) {
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	var p RefundParams
-	if !s.decode(w, r, &p) {
-		return
-	}
-	switch {
-	case p.ChargeKey == "":
-		invalid(w, "charge_key is required")
-		return
-	case p.Amount < 0:
-		invalid(w, fmt.Sprintf("amount %d is negative", p.Amount))
-		return
-	}
-	rf, ok := faultHeader(w, r)
-	if !ok || !s.delay(r.Context(), rf.latency) {
-		return
-	}
-	ctx := r.Context()
-	if held, err := s.ledger.Refund(ctx, key); err == nil {
-		replayRefund(w, held, p)
-		return
-	} else if !errors.Is(err, ErrNotFound) {
-		s.fail(w, err)
-		return
-	}
-	fault, err := s.decide(ctx, "refunds", key, rf, "", false)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	if s.answerFault(w, r, fault) {
-		return
-	}
-	rf2 := Refund{ID: newID("re_"), IdempotencyKey: key, ChargeKey: p.ChargeKey, Amount: p.Amount, CreatedAt: now()}
-	ref, created, err := s.ledger.CreateRefund(context.WithoutCancel(ctx), rf2)
-	switch {
-	case errors.Is(err, ErrChargeNotFound):
-		writeError(w, http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: fmt.Sprintf("no captured charge has key %q", p.ChargeKey)})
-	case errors.Is(err, ErrRefundTooLarge):
-		writeError(w, http.StatusBadRequest, apiError{Type: ErrTypeInvalidRequest, Code: "amount_too_large", Message: err.Error()})
-	case err != nil:
-		s.fail(w, err)
-	case !created:
-		replayRefund(w, ref, p)
-	case fault == FaultDrop:
-		s.fired(r, FaultDrop)
-		drop(w)
-	default:
-		writeJSON(w, http.StatusCreated, ref)
-	}
-}
-
-func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
-	key, ok := s.lookupPrelude(w, r)
-	if !ok {
-		return
-	}
-	ref, err := s.ledger.Refund(r.Context(), key)
-	if err != nil {
-		s.lookupFailed(w, err, "refund", key)
-		return
-	}
-	writeJSON(w, http.StatusOK, ref)
-}
-
-func replayRefund(w http.ResponseWriter, held Refund, p RefundParams) {
-	if held.ChargeKey != p.ChargeKey || held.Amount != p.Amount {
-		keyReused(w, "refund", held.IdempotencyKey)
-		return
-	}
-	w.Header().Set(ReplayedHeader, "true")
-	writeJSON(w, http.StatusOK, held)
-}
-
-// --- shipments
-
-func (s *Server) postShipment(w http.ResponseWriter, r *http.Request) {
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	var p ShipmentParams
-	if !s.decode(w, r, &p) {
-		return
-	}
-	if msg := validateShipment(p); msg != "" {
-		invalid(w, msg)
-		return
-	}
-	rf, ok := faultHeader(w, r)
-	if !ok {
-		return
-	}
-	var trigger FaultKind
-	outOfStock := ""
-	for _, it := range p.Items {
-		switch {
-		case it.SKU == SKUFaultLatency:
-			rf.latency += MethodLatency
-		case it.SKU == SKUOutOfStock && outOfStock == "":
-			outOfStock = it.SKU
-		case trigger == "":
-			trigger = triggered[it.SKU]
-		}
-	}
-	if !s.delay(r.Context(), rf.latency) {
-		return
-	}
-	ctx := r.Context()
-	if held, err := s.ledger.Shipment(ctx, key); err == nil {
-		replayShipment(w, held, p)
-		return
-	} else if !errors.Is(err, ErrNotFound) {
-		s.fail(w, err)
-		return
-	}
-	fault, err := s.decide(ctx, "shipments", key, rf, trigger, false)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	if s.answerFault(w, r, fault) {
-		return
-	}
-	sh := Shipment{
-		ID: newID("sh_"), IdempotencyKey: key, OrderID: p.OrderID, Items: p.Items,
-		Status: ShipmentShipped, CreatedAt: now(),
-	}
-	if outOfStock != "" {
-		sh.Status, sh.FailureMessage = ShipmentOutOfStock, fmt.Sprintf("SKU %q cannot be shipped", outOfStock)
-	}
-	sh, created, err := s.ledger.CreateShipment(context.WithoutCancel(ctx), sh)
-	switch {
-	case err != nil:
-		s.fail(w, err)
-	case !created:
-		replayShipment(w, sh, p)
-	case fault == FaultDrop:
-		s.fired(r, FaultDrop)
-		drop(w)
-	default:
-		writeShipment(w, sh, http.StatusCreated, false)
-	}
-}
-
-func (s *Server) getShipment(w http.ResponseWriter, r *http.Request) {
-	key, ok := s.lookupPrelude(w, r)
-	if !ok {
-		return
-	}
-	sh, err := s.ledger.Shipment(r.Context(), key)
-	if err != nil {
-		s.lookupFailed(w, err, "shipment", key)
-		return
-	}
-	writeShipment(w, sh, http.StatusOK, false)
-}
-
-func validateShipment(p ShipmentParams) string {
-	if p.OrderID == "" {
-		return "order_id is required"
-	}
-	if len(p.Items) == 0 {
-		return "a shipment needs at least one item"
-	}
-	for i, it := range p.Items {
-		switch {
-		case it.SKU == "":
-			return fmt.Sprintf("items[%d].sku is required", i)
-		case it.Quantity <= 0:
-			return fmt.Sprintf("items[%d].quantity must be positive", i)
-		case it.UnitPrice < 0:
-			return fmt.Sprintf("items[%d].unit_price is negative", i)
-		}
-	}
-	return ""
-}
-
-func replayShipment(w http.ResponseWriter, held Shipment, p ShipmentParams) {
-	if held.OrderID != p.OrderID || !slices.Equal(held.Items, p.Items) {
-		keyReused(w, "shipment", held.IdempotencyKey)
-		return
-	}
-	writeShipment(w, held, http.StatusOK, true)
-}
-
-// writeShipment answers sh: the shipment with status, or a 409 for a
-// remembered out-of-stock failure.
-func writeShipment(w http.ResponseWriter, sh Shipment, status int, replayed bool) {
-	if replayed {
-		w.Header().Set(ReplayedHeader, "true")
-	}
-	if sh.Status == ShipmentOutOfStock {
-		writeError(w, http.StatusConflict, apiError{Type: ErrTypeOutOfStock, Message: sh.FailureMessage, Shipment: sh.ID})
-		return
-	}
-	writeJSON(w, status, sh)
-}
-
 // --- admin
 
 func (s *Server) getLedger(w http.ResponseWriter, r *http.Request) {
@@ -549,9 +217,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // decide picks the fault of a new POST: the header's, else the one-shot
 // fault of a test payment method or SKU if this is the first request for
-// the key, else a draw from the run-level rates.
-func (s *Server) decide(ctx context.Context, endpoint, key string, rf requestFaults, trigger FaultKind, charge bool) (FaultKind, error) {
-	if rf.kind == FaultDecline && !charge {
+// the key, else a draw from the run-level rates. A decline applies only
+// where declines is set (charges).
+func (s *Server) decide(ctx context.Context, endpoint, key string, rf requestFaults, trigger FaultKind, declines bool) (FaultKind, error) {
+	if rf.kind == FaultDecline && !declines {
 		rf.kind = ""
 	}
 	if rf.kind != "" {
@@ -575,7 +244,7 @@ func (s *Server) decide(ctx context.Context, endpoint, key string, rf requestFau
 		rate float64
 	}{{FaultError, f.ErrorRate}, {FaultTimeout, f.TimeoutRate}, {FaultDrop, f.DropRate}, {FaultDecline, f.DeclineRate}} {
 		if x < c.rate {
-			if c.kind == FaultDecline && !charge {
+			if c.kind == FaultDecline && !declines {
 				return "", nil
 			}
 			return c.kind, nil

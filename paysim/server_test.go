@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -131,24 +130,11 @@ func TestChargeConcurrentSameKeyCapturesOnce(t *testing.T) {
 	t.Parallel()
 	const n = 50
 	e := start(t, paysim.Faults{})
-	replies := make([]reply, n)
-	errs := make([]error, n)
-	begin := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-begin
-			replies[i], errs[i] = e.send(context.Background(), request{method: "POST", path: "/v1/charges",
-				key: "ord_1/pay", body: chargeParams("ord_1", "pm_card_visa")})
-		})
-	}
-	close(begin)
-	wg.Wait()
+	replies := e.concurrently(n, func(int) request {
+		return request{method: "POST", path: "/v1/charges", key: "ord_1/pay", body: chargeParams("ord_1", "pm_card_visa")}
+	})
 	created, ids := 0, map[string]bool{}
 	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("request %d: %v", i, errs[i])
-		}
 		var c paysim.Charge
 		switch replies[i].status {
 		case http.StatusCreated:
@@ -243,21 +229,13 @@ func TestRefundConcurrentKeysNeverExceedTheCharge(t *testing.T) {
 	const n = 20
 	e := start(t, paysim.Faults{})
 	decode(t, e.charge("ord_1/pay", "ord_1", "pm_card_visa", ""), http.StatusCreated, &paysim.Charge{})
-	statuses := make([]int, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			r, err := e.send(context.Background(), request{method: "POST", path: "/v1/refunds",
-				key: fmt.Sprint("refund-", i), body: paysim.RefundParams{ChargeKey: "ord_1/pay", Amount: 4200}})
-			if err == nil {
-				statuses[i] = r.status
-			}
-		})
-	}
-	wg.Wait()
+	replies := e.concurrently(n, func(i int) request {
+		return request{method: "POST", path: "/v1/refunds", key: fmt.Sprint("refund-", i),
+			body: paysim.RefundParams{ChargeKey: "ord_1/pay", Amount: 4200}}
+	})
 	created := 0
-	for i, s := range statuses {
-		switch s {
+	for i, r := range replies {
+		switch s := r.status; s {
 		case http.StatusCreated:
 			created++
 		case http.StatusBadRequest:
@@ -329,20 +307,12 @@ func TestShipmentConcurrentSameKeyShipsOnce(t *testing.T) {
 	t.Parallel()
 	const n = 50
 	e := start(t, paysim.Faults{})
-	statuses := make([]int, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			r, err := e.send(context.Background(), request{method: "POST", path: "/v1/shipments", key: "ord_1/fulfill", body: shipParams("ord_1")})
-			if err == nil {
-				statuses[i] = r.status
-			}
-		})
-	}
-	wg.Wait()
+	replies := e.concurrently(n, func(int) request {
+		return request{method: "POST", path: "/v1/shipments", key: "ord_1/fulfill", body: shipParams("ord_1")}
+	})
 	created := 0
-	for i, s := range statuses {
-		switch s {
+	for i, r := range replies {
+		switch s := r.status; s {
 		case http.StatusCreated:
 			created++
 		case http.StatusOK:
@@ -750,5 +720,36 @@ func TestNewServerRejectsInvalidFaults(t *testing.T) {
 	defer l.Close()
 	if _, err := paysim.NewServer(l, paysim.Config{Faults: paysim.Faults{DropRate: -0.1}}); err == nil {
 		t.Error("NewServer accepted a negative drop rate")
+	}
+}
+
+// TestAdminClient: what a harness reads and sets through the admin client
+// is what the server holds.
+func TestAdminClient(t *testing.T) {
+	t.Parallel()
+	e := start(t, paysim.Faults{})
+	ctx := context.Background()
+	admin := paysim.NewAdminClient(e.ts.URL + "/")
+	set := paysim.Faults{ErrorRate: 0.25, TimeoutDelay: time.Second, Seed: 9}
+	if err := admin.SetFaults(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := admin.Faults(ctx); err != nil || got != set {
+		t.Errorf("Faults = %+v, %v; want %+v", got, err, set)
+	}
+	if err := admin.SetFaults(ctx, paysim.Faults{ErrorRate: 2}); err == nil {
+		t.Error("SetFaults accepted an error rate of 2")
+	}
+	if err := admin.SetFaults(ctx, paysim.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	decode(t, e.charge("ord_1/pay", "ord_1", "pm_card_visa", ""), http.StatusCreated, &paysim.Charge{})
+	st, err := admin.Stats(ctx)
+	if err != nil || st.Charges != 1 || st.CapturesByOrder["ord_1"] != 1 {
+		t.Errorf("Stats = %+v, %v; want one capture of ord_1", st.Counts, err)
+	}
+	snap, err := admin.Ledger(ctx)
+	if err != nil || len(snap.Charges) != 1 || snap.Charges[0].OrderID != "ord_1" {
+		t.Errorf("Ledger = %+v, %v; want the one charge", snap, err)
 	}
 }

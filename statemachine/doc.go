@@ -11,6 +11,8 @@
 //
 // An event whose effect already holds (pay on PAID or FULFILLED, fulfill on
 // FULFILLED, cancel on CANCELLED) is a no-op, so repeated requests are
-// harmless. Every other event the machine does not allow is ErrInvalidTransition.
-// docs/state_machine.md draws the machine.
+// harmless. For every other event the machine does not allow, Decide returns
+// an *apperr.Error with code apperr.EInvalidTransition (a 409), and for an
+// unknown state or event one with code apperr.EInvalid. docs/state_machine.md
+// draws the machine.
 package statemachine

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orderly/orderly/client"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 	"github.com/orderly/orderly/order"
 )
 
@@ -113,7 +114,7 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 		made := make([][]created, c)
 		n := len(b.Send.clients)
 		logf(b.Log, "bench: create with %d clients for %s", c, b.Duration)
-		create := b.phase(ctx, KindCreate, c, b.Duration, func(ctx context.Context, w, i int) (bool, bool) {
+		create := b.phase(ctx, book.KindCreate, c, b.Duration, func(ctx context.Context, w, i int) (bool, bool) {
 			cl := b.Send.clients[(w+i)%n]
 			in := order.NewOrderInput{CustomerID: fmt.Sprintf("bench-%s-c%d-w%d-%d", b.RunID, c, w, i), Currency: "USD",
 				Items: []order.Item{{SKU: "sku_1", Quantity: 1 + int64(i%3), UnitPrice: 1250}}}
@@ -126,7 +127,7 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 			return true, false
 		})
 		logf(b.Log, "bench: replay with %d clients for %s", c, b.Duration)
-		replay := b.phase(ctx, KindReplay, c, b.Duration, func(ctx context.Context, w, i int) (bool, bool) {
+		replay := b.phase(ctx, book.KindReplay, c, b.Duration, func(ctx context.Context, w, i int) (bool, bool) {
 			if len(made[w]) == 0 {
 				return false, true
 			}
@@ -135,7 +136,7 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 			return err == nil && res.Replayed && res.Value.ID == m.id, false
 		})
 		logf(b.Log, "bench: pay with %d clients for %s", c, b.Duration)
-		pay := b.phase(ctx, KindPay, c, b.Duration, func(ctx context.Context, w, i int) (bool, bool) {
+		pay := b.phase(ctx, book.KindPay, c, b.Duration, func(ctx context.Context, w, i int) (bool, bool) {
 			if i >= len(made[w]) {
 				return false, true
 			}
@@ -286,4 +287,48 @@ func PrintBench(w io.Writer, rows []BenchRow) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// runBench runs the load benchmark.
+func runBench(ctx context.Context, cfg Config, runID string, bases []string, work string, progress io.Writer) (*Result, error) {
+	res := &Result{Mode: "bench", RunID: runID, StartedAt: time.Now().UTC(), Instances: len(bases), Store: storeOf(cfg.DatabaseURL), Config: cfg}
+	if cfg.Pgbench != "" && !strings.HasPrefix(cfg.DatabaseURL, "postgres") {
+		return nil, errors.New("-pgbench needs a postgres:// -database-url (the deployment's database)")
+	}
+	maxC := 0
+	for _, c := range cfg.BenchClients {
+		maxC = max(maxC, c)
+	}
+	lat := NewLatencies()
+	sender, err := NewSender(SenderConfig{Bases: bases, APIKey: cfg.APIKey, Attempts: cfg.Attempts, Backoff: cfg.Backoff,
+		MaxBackoff: cfg.MaxBackoff, AttemptTimeout: cfg.AttemptTO, Conns: maxC * 2}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer sender.CloseIdle()
+	sqlDir, err := filepath.Abs(cfg.BenchSQL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.BenchSQL = sqlDir
+	b := &Bench{Send: sender, RunID: runID, Clients: cfg.BenchClients, Duration: cfg.BenchDuration, DatabaseURL: cfg.DatabaseURL,
+		Pgbench: cfg.Pgbench, SQLDir: cfg.BenchSQL, WorkDir: work, Lat: lat, Log: progress}
+	start := time.Now()
+	rows, err := b.Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Seconds = round3(time.Since(start).Seconds())
+	res.Bench = rows
+	res.Latency = lat.Stats()
+	res.HTTP = HTTPTotals{ClientRequests: sender.counter.requests.Load(), ClientRetries: sender.retries.Load(),
+		NetworkErrors: sender.counter.neterrs.Load(), ByStatus: sender.counter.Statuses()}
+	res.Pass = true
+	for _, r := range rows {
+		if r.ServiceErrors > 0 {
+			res.Pass = false
+			res.Notes = append(res.Notes, fmt.Sprintf("%s c=%d: %d errors", r.Op, r.Clients, r.ServiceErrors))
+		}
+	}
+	return res, nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 )
 
 // Latencies keeps every sample per operation kind. A storm or a benchmark
@@ -50,7 +52,7 @@ func (l *Latencies) Stats() []LatencyStats {
 }
 
 // kindOrder is the display order of the usual kinds.
-var kindOrder = []string{KindCreate, KindPay, KindFulfill, KindCancel, KindReplay}
+var kindOrder = []string{book.KindCreate, book.KindPay, book.KindFulfill, book.KindCancel, book.KindReplay}
 
 func compareKinds(a, b string) int {
 	ia, ib := slices.Index(kindOrder, a), slices.Index(kindOrder, b)

@@ -47,6 +47,15 @@
 //
 // Everything it talks to must be on the loopback interface; every loop is
 // bounded by -ops, -duration and -settle.
+//
+// # Layout
+//
+// This file parses the flags and wires a run; stormrun.go runs a storm,
+// bench.go a benchmark, storm.go makes the traffic, send.go sends it,
+// cluster.go starts and kills the -spawn processes (through internal/spawn).
+// Three parts are packages of their own: internal/faultproxy (the proxies),
+// internal/book (the record of every operation and answer) and
+// internal/check (the invariants, read from the database and the ledger).
 package main
 
 import (
@@ -65,11 +74,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/orderly/orderly/cmd/orderstorm/internal/faultproxy"
 	"github.com/orderly/orderly/paysim"
 )
 
@@ -79,41 +87,41 @@ func main() {
 
 // Config is orderstorm's configuration.
 type Config struct {
-	Mode          string        `json:"mode"`
-	Targets       []string      `json:"targets,omitempty"`
-	Spawn         int           `json:"spawn"`
-	BinDir        string        `json:"-"`
-	WorkDir       string        `json:"-"`
-	KeepWorkDir   bool          `json:"-"`
-	DatabaseURL   string        `json:"-"`
-	PaysimURL     string        `json:"-"`
-	APIKey        string        `json:"-"`
-	Tenant        string        `json:"tenant"`
-	Ops           int64         `json:"ops"`
-	Duration      time.Duration `json:"duration"`
-	Shoppers      int           `json:"shoppers"`
-	Seed          uint64        `json:"seed"`
-	Fates         Fates         `json:"proxy_faults"`
-	ForceProxy    bool          `json:"proxy"`
-	PaysimFaults  paysim.Faults `json:"paysim_faults"`
-	Mix           Mix           `json:"mix"`
-	KillEvery     time.Duration `json:"kill_every"`
-	KillPaysim    bool          `json:"kill_paysim"`
-	KillDBEvery   time.Duration `json:"kill_db_connections_every"`
-	Settle        time.Duration `json:"settle"`
-	Attempts      int           `json:"client_attempts"`
-	Backoff       time.Duration `json:"client_backoff"`
-	MaxBackoff    time.Duration `json:"client_max_backoff"`
-	AttemptTO     time.Duration `json:"client_attempt_timeout"`
-	OrderdEnv     []string      `json:"orderd_env,omitempty"`
-	DerivedTTL    time.Duration `json:"derived_key_ttl"`
-	JSONPath      string        `json:"-"`
-	SVGPath       string        `json:"-"`
-	BenchClients  []int         `json:"bench_clients,omitempty"`
-	BenchDuration time.Duration `json:"bench_duration,omitempty"`
-	Pgbench       string        `json:"-"`
-	BenchSQL      string        `json:"-"`
-	Quiet         bool          `json:"-"`
+	Mode          string           `json:"mode"`
+	Targets       []string         `json:"targets,omitempty"`
+	Spawn         int              `json:"spawn"`
+	BinDir        string           `json:"-"`
+	WorkDir       string           `json:"-"`
+	KeepWorkDir   bool             `json:"-"`
+	DatabaseURL   string           `json:"-"`
+	PaysimURL     string           `json:"-"`
+	APIKey        string           `json:"-"`
+	Tenant        string           `json:"tenant"`
+	Ops           int64            `json:"ops"`
+	Duration      time.Duration    `json:"duration"`
+	Shoppers      int              `json:"shoppers"`
+	Seed          uint64           `json:"seed"`
+	Fates         faultproxy.Fates `json:"proxy_faults"`
+	ForceProxy    bool             `json:"proxy"`
+	PaysimFaults  paysim.Faults    `json:"paysim_faults"`
+	Mix           Mix              `json:"mix"`
+	KillEvery     time.Duration    `json:"kill_every"`
+	KillPaysim    bool             `json:"kill_paysim"`
+	KillDBEvery   time.Duration    `json:"kill_db_connections_every"`
+	Settle        time.Duration    `json:"settle"`
+	Attempts      int              `json:"client_attempts"`
+	Backoff       time.Duration    `json:"client_backoff"`
+	MaxBackoff    time.Duration    `json:"client_max_backoff"`
+	AttemptTO     time.Duration    `json:"client_attempt_timeout"`
+	OrderdEnv     []string         `json:"orderd_env,omitempty"`
+	DerivedTTL    time.Duration    `json:"derived_key_ttl"`
+	JSONPath      string           `json:"-"`
+	SVGPath       string           `json:"-"`
+	BenchClients  []int            `json:"bench_clients,omitempty"`
+	BenchDuration time.Duration    `json:"bench_duration,omitempty"`
+	Pgbench       string           `json:"-"`
+	BenchSQL      string           `json:"-"`
+	Quiet         bool             `json:"-"`
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -369,211 +377,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// runStorm runs the storm, reconciles, and checks.
-func runStorm(ctx context.Context, cfg Config, runID string, bases []string, cluster *Cluster, progress io.Writer) (*Result, error) {
-	res := &Result{Mode: "storm", RunID: runID, StartedAt: time.Now().UTC(), Instances: len(bases), Shoppers: cfg.Shoppers,
-		Store: storeOf(cfg.DatabaseURL), Config: cfg}
-	clientBases := bases
-	var proxies []*Proxy
-	if cfg.Fates.Any() || cfg.ForceProxy {
-		clientBases = nil
-		for i, b := range bases {
-			u, err := url.Parse(b)
-			if err != nil {
-				return nil, err
-			}
-			p, err := NewProxy(u.Host, cfg.Fates, cfg.Seed+uint64(i)*7919)
-			if err != nil {
-				return nil, err
-			}
-			defer p.Close()
-			proxies = append(proxies, p)
-			clientBases = append(clientBases, p.URL())
-		}
-	}
-	var admin *PaysimAdmin
-	var tally *faultTally
-	stormFaults := cfg.PaysimFaults
-	stormFaults.Seed = cfg.Seed
-	if cfg.PaysimURL != "" {
-		admin = NewPaysimAdmin(cfg.PaysimURL)
-		prev, err := admin.Faults(ctx)
-		if err != nil {
-			return nil, err
-		}
-		before, err := admin.Stats(ctx)
-		if err != nil {
-			return nil, err
-		}
-		tally = newFaultTally(before)
-		if err := admin.SetFaults(ctx, stormFaults); err != nil {
-			return nil, err
-		}
-		defer func() { _ = admin.SetFaults(context.WithoutCancel(ctx), prev) }()
-	} else {
-		cfg.Mix.MethodFaults, cfg.Mix.SKUFaults = 0, 0 // the one-shot faults are paysim's
-		res.Notes = append(res.Notes, "no -paysim: provider ledger not checked, no provider faults injected")
-	}
-	lat := NewLatencies()
-	sender, err := NewSender(SenderConfig{Bases: clientBases, APIKey: cfg.APIKey, Attempts: cfg.Attempts, Backoff: cfg.Backoff,
-		MaxBackoff: cfg.MaxBackoff, AttemptTimeout: cfg.AttemptTO, Conns: cfg.Shoppers * 2}, lat)
-	if err != nil {
-		return nil, err
-	}
-	defer sender.CloseIdle()
-	book := NewBook(runID, cfg.Tenant)
-	storm := &Storm{Book: book, Send: sender, Instances: len(bases), Mix: cfg.Mix, Seed: cfg.Seed}
-
-	start := time.Now()
-	stopAt := start.Add(cfg.Duration)
-	chaosCtx, stopChaos := context.WithCancel(ctx)
-	chaosDone := make(chan struct{})
-	var dbKills atomic.Int64
-	var chaos sync.WaitGroup
-	chaosLog := func(f string, a ...any) { logf(progress, f, a...) }
-	if cfg.KillEvery > 0 && cluster != nil {
-		rng := rand.New(rand.NewPCG(cfg.Seed, 99))
-		var beforeKill, afterRestart func()
-		if admin != nil {
-			// A restarted paysim has its startup faults and zeroed counters:
-			// count what it injected, and set the storm's faults again.
-			beforeKill = func() {
-				if st, err := admin.Stats(chaosCtx); err == nil {
-					tally.fold(st)
-				}
-			}
-			afterRestart = func() {
-				tally.restarted()
-				if err := admin.SetFaults(chaosCtx, stormFaults); err != nil {
-					chaosLog("chaos: setting paysim's faults after its restart: %v", err)
-				}
-			}
-		}
-		chaos.Go(func() {
-			cluster.Chaos(chaosCtx, cfg.KillEvery, stopAt, cfg.KillPaysim, rng.IntN, beforeKill, afterRestart, chaosLog)
-		})
-	}
-	if cfg.KillDBEvery > 0 && cluster != nil {
-		chaos.Go(func() { dbKills.Store(KillDBConnections(chaosCtx, cfg.DatabaseURL, cfg.KillDBEvery, stopAt, chaosLog)) })
-	}
-	go func() { chaos.Wait(); close(chaosDone) }()
-	ticker := time.NewTicker(5 * time.Second)
-	tickDone := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-tickDone:
-				return
-			case <-ticker.C:
-				logf(progress, "storm: %d logical ops, %d orders, %d requests", storm.Logical(), storm.orders.Load(), sender.counter.requests.Load())
-			}
-		}
-	}()
-	logf(progress, "storm %s: %d shoppers on %d instance(s), up to %d logical ops or %s (seed %d)",
-		runID, cfg.Shoppers, len(bases), cfg.Ops, cfg.Duration, cfg.Seed)
-	storm.Run(ctx, cfg.Shoppers, cfg.Ops, stopAt)
-	res.Seconds = round3(time.Since(start).Seconds())
-	stopChaos()
-	<-chaosDone
-	ticker.Stop()
-	close(tickDone)
-
-	// Faults off, then every operation without a definitive answer is sent
-	// again with its key until it has one.
-	for _, p := range proxies {
-		p.SetFates(Fates{})
-	}
-	if admin != nil {
-		if err := admin.SetFaults(ctx, paysim.Faults{TimeoutDelay: cfg.PaysimFaults.TimeoutDelay, Seed: cfg.Seed}); err != nil {
-			return nil, err
-		}
-	}
-	if cluster != nil {
-		procs := append([]*Proc{}, cluster.Orderd...)
-		if cluster.Paysim != nil {
-			procs = append(procs, cluster.Paysim)
-		}
-		for _, p := range procs {
-			if p.Addr() != "" && !alive(p) {
-				if err := p.Restart(); err != nil {
-					return nil, fmt.Errorf("restarting %s for the reconcile: %w", p.Name, err)
-				}
-				if p == cluster.Paysim && tally != nil {
-					tally.restarted()
-				}
-			}
-		}
-	}
-	logf(progress, "storm done in %.1fs: %d logical ops; reconciling", res.Seconds, storm.Logical())
-	res.Reconcile.Before, res.Reconcile.After = storm.Reconcile(ctx, time.Now().Add(cfg.Settle), 8)
-
-	// Totals.
-	res.LogicalOps = storm.Logical()
-	res.LogicalByKind = map[string]int{}
-	for _, op := range book.AllOps() {
-		if !op.Repeat {
-			res.LogicalByKind[op.Kind]++
-		}
-	}
-	res.Orders = len(book.Orders())
-	res.HTTP = HTTPTotals{ClientRequests: sender.counter.requests.Load(), ClientRetries: sender.retries.Load(),
-		NetworkErrors: sender.counter.neterrs.Load(), ByStatus: sender.counter.Statuses()}
-	for _, p := range proxies {
-		res.Faults.Proxy = res.Faults.Proxy.Add(p.Stats())
-	}
-	res.HTTP.ServerSide = res.Faults.Proxy.Requests
-	res.Duplicates = snapshot(&storm.dups)
-	res.Duplicates["retry after a proxy fault (client or net/http resend)"] = res.Faults.Proxy.Faults()
-	res.Faults.Planned = snapshot(&storm.planned)
-	if cluster != nil {
-		res.Faults.OrderdKilled = cluster.Kills.Load()
-		res.Faults.PaysimKilled = cluster.PaysimKills.Load()
-	}
-	res.Faults.DBConnsKilled = dbKills.Load()
-	res.Latency = lat.Stats()
-
-	// The checks: database and provider ledger.
-	checker := &Checker{HTTP500: sender.counter.status(500), DerivedTTL: cfg.DerivedTTL}
-	if admin != nil {
-		after, err := admin.Stats(ctx)
-		if err != nil {
-			return nil, err
-		}
-		tally.fold(after)
-		res.Faults.Paysim = tally.total()
-		snap, err := admin.Ledger(ctx)
-		if err != nil {
-			return nil, err
-		}
-		checker.Ledger = &snap
-	}
-	if cfg.DatabaseURL == "" {
-		rep := CheckReport{ByKind: map[string]int{}, DBStates: map[string]int{}}
-		rep.add(AnomalyHarnessUnreachable, "-", "no -database-url: the database invariants were not checked")
-		res.Check = &rep
-	} else {
-		db, err := OpenCheckDB(cfg.DatabaseURL)
-		if err != nil {
-			return nil, err
-		}
-		defer db.Close()
-		checker.DB = db
-		rep, err := checker.Check(ctx, book)
-		if err != nil {
-			return nil, fmt.Errorf("checking: %w", err)
-		}
-		res.Check = &rep
-	}
-	res.Pass = res.Check.Total == 0
-	return res, nil
-}
-
-func alive(p *Proc) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cmd != nil
-}
-
+// storeOf names the store a database URL selects, for the results.
 func storeOf(dbURL string) string {
 	switch {
 	case strings.HasPrefix(dbURL, "sqlite:"):
@@ -582,48 +386,4 @@ func storeOf(dbURL string) string {
 		return "unknown"
 	}
 	return "postgres"
-}
-
-// runBench runs the load benchmark.
-func runBench(ctx context.Context, cfg Config, runID string, bases []string, work string, progress io.Writer) (*Result, error) {
-	res := &Result{Mode: "bench", RunID: runID, StartedAt: time.Now().UTC(), Instances: len(bases), Store: storeOf(cfg.DatabaseURL), Config: cfg}
-	if cfg.Pgbench != "" && !strings.HasPrefix(cfg.DatabaseURL, "postgres") {
-		return nil, errors.New("-pgbench needs a postgres:// -database-url (the deployment's database)")
-	}
-	maxC := 0
-	for _, c := range cfg.BenchClients {
-		maxC = max(maxC, c)
-	}
-	lat := NewLatencies()
-	sender, err := NewSender(SenderConfig{Bases: bases, APIKey: cfg.APIKey, Attempts: cfg.Attempts, Backoff: cfg.Backoff,
-		MaxBackoff: cfg.MaxBackoff, AttemptTimeout: cfg.AttemptTO, Conns: maxC * 2}, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer sender.CloseIdle()
-	sqlDir, err := filepath.Abs(cfg.BenchSQL)
-	if err != nil {
-		return nil, err
-	}
-	cfg.BenchSQL = sqlDir
-	b := &Bench{Send: sender, RunID: runID, Clients: cfg.BenchClients, Duration: cfg.BenchDuration, DatabaseURL: cfg.DatabaseURL,
-		Pgbench: cfg.Pgbench, SQLDir: cfg.BenchSQL, WorkDir: work, Lat: lat, Log: progress}
-	start := time.Now()
-	rows, err := b.Run(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res.Seconds = round3(time.Since(start).Seconds())
-	res.Bench = rows
-	res.Latency = lat.Stats()
-	res.HTTP = HTTPTotals{ClientRequests: sender.counter.requests.Load(), ClientRetries: sender.retries.Load(),
-		NetworkErrors: sender.counter.neterrs.Load(), ByStatus: sender.counter.Statuses()}
-	res.Pass = true
-	for _, r := range rows {
-		if r.ServiceErrors > 0 {
-			res.Pass = false
-			res.Notes = append(res.Notes, fmt.Sprintf("%s c=%d: %d errors", r.Op, r.Clients, r.ServiceErrors))
-		}
-	}
-	return res, nil
 }

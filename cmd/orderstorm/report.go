@@ -10,6 +10,10 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/check"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/faultproxy"
 )
 
 // Result is everything a run reports; it is written as JSON by -json.
@@ -31,7 +35,7 @@ type Result struct {
 	Duplicates    map[string]int64 `json:"duplicates_sent"`
 	Faults        FaultTotals      `json:"faults_injected"`
 	Reconcile     ReconcileTotals  `json:"reconcile"`
-	Check         *CheckReport     `json:"check,omitempty"`
+	Check         *check.Report    `json:"check,omitempty"`
 	Latency       []LatencyStats   `json:"latency"`
 	Bench         []BenchRow       `json:"bench,omitempty"`
 	Notes         []string         `json:"notes,omitempty"`
@@ -48,7 +52,7 @@ type HTTPTotals struct {
 
 // FaultTotals counts injected faults.
 type FaultTotals struct {
-	Proxy         ProxyStats       `json:"proxy"`
+	Proxy         faultproxy.Stats `json:"proxy"`
 	Paysim        map[string]int64 `json:"paysim"`
 	Planned       map[string]int64 `json:"planned_by_harness"`
 	OrderdKilled  int64            `json:"orderd_sigkill"`
@@ -93,7 +97,7 @@ func PrintSummary(w io.Writer, r *Result) {
 	}
 	fmt.Fprintln(w, "  "+strings.Repeat("-", 96))
 	var kinds []string
-	for _, k := range []string{KindCreate, KindPay, KindFulfill, KindCancel} {
+	for _, k := range []string{book.KindCreate, book.KindPay, book.KindFulfill, book.KindCancel} {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, r.LogicalByKind[k]))
 	}
 	line("logical operations", r.LogicalOps, strings.Join(kinds, "  "))

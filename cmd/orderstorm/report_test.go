@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/check"
 	"github.com/orderly/orderly/paysim"
 )
 
@@ -58,17 +60,17 @@ func TestSummarizeBuckets(t *testing.T) {
 func TestReportOutputs(t *testing.T) {
 	lat := NewLatencies()
 	for i := range 200 {
-		lat.Add(KindCreate, time.Duration(1+i%7)*time.Millisecond)
-		lat.Add(KindPay, time.Duration(5+i%50)*time.Millisecond)
-		lat.Add(KindReplay, time.Duration(1+i%3)*time.Millisecond)
+		lat.Add(book.KindCreate, time.Duration(1+i%7)*time.Millisecond)
+		lat.Add(book.KindPay, time.Duration(5+i%50)*time.Millisecond)
+		lat.Add(book.KindReplay, time.Duration(1+i%3)*time.Millisecond)
 	}
-	rep := CheckReport{ByKind: map[string]int{}, DBStates: map[string]int{"PAID": 3}}
-	rep.add(AnomalyDoubleCapture, "storm-x-1/ord_1", "the provider captured the order 2 times")
+	rep := check.Report{ByKind: map[string]int{}, DBStates: map[string]int{"PAID": 3}}
+	rep.Add(check.AnomalyDoubleCapture, "storm-x-1/ord_1", "the provider captured the order 2 times")
 	r := &Result{Mode: "storm", RunID: "abc", Instances: 2, Shoppers: 4, Store: "postgres", LogicalOps: 600,
-		LogicalByKind: map[string]int{KindCreate: 200}, HTTP: HTTPTotals{ByStatus: map[string]int64{"201": 200}},
-		Duplicates: map[string]int64{ViaDoubleClick: 3}, Faults: FaultTotals{Paysim: map[string]int64{"drop": 2}},
+		LogicalByKind: map[string]int{book.KindCreate: 200}, HTTP: HTTPTotals{ByStatus: map[string]int64{"201": 200}},
+		Duplicates: map[string]int64{book.ViaDoubleClick: 3}, Faults: FaultTotals{Paysim: map[string]int64{"drop": 2}},
 		Check: &rep, Latency: lat.Stats(),
-		Bench: []BenchRow{{Op: KindCreate, Clients: 4, ServiceRPS: 900, PgbenchTPS: 2000, Ratio: 0.45}}}
+		Bench: []BenchRow{{Op: book.KindCreate, Clients: 4, ServiceRPS: 900, PgbenchTPS: 2000, Ratio: 0.45}}}
 	var out bytes.Buffer
 	PrintSummary(&out, r)
 	for _, want := range []string{"FAIL", "double_capture", "p99 ms", "≤10ms", "RESULT: FAIL (1 anomalies)"} {

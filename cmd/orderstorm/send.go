@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/client"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 	"github.com/orderly/orderly/order"
 )
 
@@ -121,14 +122,14 @@ func NewSender(cfg SenderConfig, lat *Latencies) (*Sender, error) {
 }
 
 // Send makes one call of op on instance inst and records it.
-func (s *Sender) Send(ctx context.Context, op *Op, inst int, via string) Obs {
+func (s *Sender) Send(ctx context.Context, op *book.Op, inst int, via string) book.Obs {
 	start := time.Now()
-	var ob Obs
+	var ob book.Obs
 	if op.Keyed {
 		ob = s.keyed(ctx, op, inst)
 	} else {
 		body := op.Body
-		if via == ViaDoubleClick && op.AltBody != nil {
+		if via == book.ViaDoubleClick && op.AltBody != nil {
 			body = op.AltBody
 		}
 		ob = s.keyless(ctx, op, inst, body)
@@ -137,10 +138,10 @@ func (s *Sender) Send(ctx context.Context, op *Op, inst int, via string) Obs {
 	if ob.Attempts > 1 {
 		s.retries.Add(int64(ob.Attempts - 1))
 	}
-	op.add(ob)
+	op.Record(ob)
 	kind := op.Kind
-	if via == ViaSequenceReplay {
-		kind = KindReplay
+	if via == book.ViaSequenceReplay {
+		kind = book.KindReplay
 	}
 	if ob.Definitive && s.lat != nil {
 		s.lat.Add(kind, ob.Latency)
@@ -148,29 +149,29 @@ func (s *Sender) Send(ctx context.Context, op *Op, inst int, via string) Obs {
 	return ob
 }
 
-func (s *Sender) keyed(ctx context.Context, op *Op, inst int) Obs {
+func (s *Sender) keyed(ctx context.Context, op *book.Op, inst int) book.Obs {
 	c := s.clients[inst]
 	key := client.WithIdempotencyKey(op.Key)
 	var res *client.Response[order.Order]
 	var err error
 	switch op.Kind {
-	case KindCreate:
+	case book.KindCreate:
 		res, err = c.CreateOrder(ctx, *op.Create, key)
-	case KindPay:
+	case book.KindPay:
 		res, err = c.PayOrder(ctx, op.Order.ID(), *op.Pay, key)
-	case KindFulfill:
+	case book.KindFulfill:
 		res, err = c.FulfillOrder(ctx, op.Order.ID(), key)
-	case KindCancel:
+	case book.KindCancel:
 		res, err = c.CancelOrder(ctx, op.Order.ID(), key)
 	default:
-		return Obs{Err: "unknown kind " + op.Kind}
+		return book.Obs{Err: "unknown kind " + op.Kind}
 	}
 	return fromClient(res, err)
 }
 
 // fromClient turns a client call's result into an observation.
-func fromClient(res *client.Response[order.Order], err error) Obs {
-	ob := Obs{}
+func fromClient(res *client.Response[order.Order], err error) book.Obs {
+	ob := book.Obs{}
 	if res != nil {
 		ob.Status, ob.Attempts, ob.Replayed = res.StatusCode, res.Attempts, res.Replayed
 	}
@@ -199,9 +200,9 @@ func shorten(s string) string {
 // keyless sends op without an Idempotency-Key, retrying network failures
 // and retryable answers with the same body, as a browser form or a naive
 // client would.
-func (s *Sender) keyless(ctx context.Context, op *Op, inst int, body []byte) Obs {
+func (s *Sender) keyless(ctx context.Context, op *book.Op, inst int, body []byte) book.Obs {
 	url := s.bases[inst] + op.Path
-	ob := Obs{}
+	ob := book.Obs{}
 	for attempt := 1; attempt <= s.attempts; attempt++ {
 		ob.Attempts = attempt
 		status, header, answer, err := s.rawOnce(ctx, url, body)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/client"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 	"github.com/orderly/orderly/order"
 )
 
@@ -43,7 +44,7 @@ var DefaultMix = Mix{
 
 // Storm drives shoppers against the instances.
 type Storm struct {
-	Book      *Book
+	Book      *book.Book
 	Send      *Sender
 	Instances int
 	Mix       Mix
@@ -138,7 +139,7 @@ func (s *Storm) newInput(rng *rand.Rand, seq int) order.NewOrderInput {
 
 // perform sends op with pattern p and returns a definitive answer, if any
 // call got one.
-func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *Op, p pattern) (Obs, bool) {
+func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *book.Op, p pattern) (book.Obs, bool) {
 	if !op.Repeat {
 		s.logical.Add(1)
 	}
@@ -146,7 +147,7 @@ func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *Op, p pattern) 
 	switch p {
 	case doubleClick:
 		var wg sync.WaitGroup
-		wg.Go(func() { s.Send.Send(ctx, op, a, ViaPrimary) })
+		wg.Go(func() { s.Send.Send(ctx, op, a, book.ViaPrimary) })
 		delay := time.Duration(rng.IntN(30)) * time.Millisecond
 		second := a
 		if rng.IntN(2) == 0 {
@@ -154,19 +155,19 @@ func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *Op, p pattern) 
 		}
 		wg.Go(func() {
 			time.Sleep(delay)
-			s.Send.Send(ctx, op, second, ViaDoubleClick)
+			s.Send.Send(ctx, op, second, book.ViaDoubleClick)
 		})
 		wg.Wait()
-		s.count(&s.dups, ViaDoubleClick, 1)
+		s.count(&s.dups, book.ViaDoubleClick, 1)
 	case parallel:
 		n := max(2, s.Instances)
 		gate := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range n {
 			inst := (a + i) % s.Instances
-			via := ViaPrimary
+			via := book.ViaPrimary
 			if i > 0 {
-				via = ViaParallel
+				via = book.ViaParallel
 			}
 			wg.Go(func() {
 				<-gate
@@ -175,15 +176,15 @@ func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *Op, p pattern) 
 		}
 		close(gate)
 		wg.Wait()
-		s.count(&s.dups, ViaParallel, int64(n-1))
+		s.count(&s.dups, book.ViaParallel, int64(n-1))
 	default:
-		s.Send.Send(ctx, op, a, ViaPrimary)
+		s.Send.Send(ctx, op, a, book.ViaPrimary)
 	}
 	return op.Definitive()
 }
 
-func (s *Storm) newOp(o *OrderRec, p pattern, spec opSpec) *Op {
-	spec.keyed = p != doubleClick
+func (s *Storm) newOp(o *book.OrderRec, p pattern, spec book.OpSpec) *book.Op {
+	spec.Keyed = p != doubleClick
 	op, err := s.Book.NewOp(o, spec)
 	if err != nil {
 		panic(err) // only for an op on an order without an id, which the flows never make
@@ -212,7 +213,7 @@ func (s *Storm) runOrder(ctx context.Context, rng *rand.Rand, seq int) {
 	in := s.newInput(rng, seq)
 	o := s.Book.NewOrder(seq, in)
 	p := s.pattern(rng)
-	create := s.newOp(o, p, opSpec{kind: KindCreate, create: &in, allowed: allowCreate})
+	create := s.newOp(o, p, book.OpSpec{Kind: book.KindCreate, Create: &in, Allowed: allowCreate})
 	if ob, ok := s.perform(ctx, rng, create, p); !ok || ob.Status != http.StatusCreated || o.ID() == "" {
 		return // left for the reconciler
 	}
@@ -221,9 +222,9 @@ func (s *Storm) runOrder(ctx context.Context, rng *rand.Rand, seq int) {
 		s.cancel(ctx, rng, o, allowCancel, false)
 	case x < s.Mix.CancelRCVD+s.Mix.Abandon:
 	case x < s.Mix.CancelRCVD+s.Mix.Abandon+s.Mix.RacePayCncl:
-		s.race(ctx, rng, o, KindCancel)
+		s.race(ctx, rng, o, book.KindCancel)
 	case x < s.Mix.CancelRCVD+s.Mix.Abandon+s.Mix.RacePayCncl+s.Mix.RacePayFul:
-		s.race(ctx, rng, o, KindFulfill)
+		s.race(ctx, rng, o, book.KindFulfill)
 	default:
 		s.payFlow(ctx, rng, o)
 	}
@@ -232,13 +233,13 @@ func (s *Storm) runOrder(ctx context.Context, rng *rand.Rand, seq int) {
 	}
 }
 
-func (s *Storm) payInput(o *OrderRec, method string) *client.PayInput {
+func (s *Storm) payInput(o *book.OrderRec, method string) *client.PayInput {
 	return &client.PayInput{Amount: o.Amount, Currency: o.Input.Currency, PaymentMethod: method}
 }
 
 // pay pays o until it is paid, declined maxPayAttempts times, or a pay has
 // no definitive answer. It reports whether a pay answered 200.
-func (s *Storm) pay(ctx context.Context, rng *rand.Rand, o *OrderRec) bool {
+func (s *Storm) pay(ctx context.Context, rng *rand.Rand, o *book.OrderRec) bool {
 	method := approvedMethod
 	switch x := rng.Float64(); {
 	case x < s.Mix.Decline:
@@ -250,7 +251,7 @@ func (s *Storm) pay(ctx context.Context, rng *rand.Rand, o *OrderRec) bool {
 	}
 	for range maxPayAttempts {
 		p := s.pattern(rng)
-		op := s.newOp(o, p, opSpec{kind: KindPay, pay: s.payInput(o, method), allowed: allowPay})
+		op := s.newOp(o, p, book.OpSpec{Kind: book.KindPay, Pay: s.payInput(o, method), Allowed: allowPay})
 		ob, ok := s.perform(ctx, rng, op, p)
 		switch {
 		case !ok && rng.Float64() < s.Mix.Impatient:
@@ -275,14 +276,14 @@ func (s *Storm) pay(ctx context.Context, rng *rand.Rand, o *OrderRec) bool {
 }
 
 // payFlow pays, then fulfils, cancels (refund) or stops.
-func (s *Storm) payFlow(ctx context.Context, rng *rand.Rand, o *OrderRec) {
+func (s *Storm) payFlow(ctx context.Context, rng *rand.Rand, o *book.OrderRec) {
 	if !s.pay(ctx, rng, o) {
 		return
 	}
 	if rng.Float64() < s.Mix.NewKeyRepeat {
 		// The shopper reloads the page and pays again: a new key, a no-op.
-		op := s.newOp(o, single, opSpec{kind: KindPay, pay: s.payInput(o, approvedMethod), repeat: true,
-			allowed: []int{http.StatusOK}})
+		op := s.newOp(o, single, book.OpSpec{Kind: book.KindPay, Pay: s.payInput(o, approvedMethod), Repeat: true,
+			Allowed: []int{http.StatusOK}})
 		s.perform(ctx, rng, op, single)
 		s.count(&s.dups, "new_key_repeat", 1)
 	}
@@ -294,41 +295,41 @@ func (s *Storm) payFlow(ctx context.Context, rng *rand.Rand, o *OrderRec) {
 		s.raceFulfilCancel(ctx, rng, o)
 	default:
 		p := s.pattern(rng)
-		op := s.newOp(o, p, opSpec{kind: KindFulfill, allowed: allowFulfil})
+		op := s.newOp(o, p, book.OpSpec{Kind: book.KindFulfill, Allowed: allowFulfil})
 		if ob, ok := s.perform(ctx, rng, op, p); ok && ob.Status == http.StatusUnprocessableEntity && rng.IntN(2) == 0 {
 			s.cancel(ctx, rng, o, allowCancel, false) // out of stock: refund
 		}
 	}
 }
 
-func (s *Storm) cancel(ctx context.Context, rng *rand.Rand, o *OrderRec, allowed []int, race bool) (Obs, bool) {
+func (s *Storm) cancel(ctx context.Context, rng *rand.Rand, o *book.OrderRec, allowed []int, race bool) (book.Obs, bool) {
 	p := s.pattern(rng)
-	op := s.newOp(o, p, opSpec{kind: KindCancel, allowed: allowed, race: race})
+	op := s.newOp(o, p, book.OpSpec{Kind: book.KindCancel, Allowed: allowed, Race: race})
 	return s.perform(ctx, rng, op, p)
 }
 
 // race sends a pay and another event (cancel or fulfil) on o at the same
 // moment to different instances; a fulfil that lost is sent again once the
 // order is paid.
-func (s *Storm) race(ctx context.Context, rng *rand.Rand, o *OrderRec, other string) {
+func (s *Storm) race(ctx context.Context, rng *rand.Rand, o *book.OrderRec, other string) {
 	s.count(&s.dups, "race pay+"+other, 1)
-	payOp := s.newOp(o, single, opSpec{kind: KindPay, pay: s.payInput(o, approvedMethod), allowed: allowPayRace, race: true})
+	payOp := s.newOp(o, single, book.OpSpec{Kind: book.KindPay, Pay: s.payInput(o, approvedMethod), Allowed: allowPayRace, Race: true})
 	allowed := allowCancelRace
-	if other == KindFulfill {
+	if other == book.KindFulfill {
 		allowed = allowFulfilRace
 	}
-	otherOp := s.newOp(o, single, opSpec{kind: other, allowed: allowed, race: true})
+	otherOp := s.newOp(o, single, book.OpSpec{Kind: other, Allowed: allowed, Race: true})
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
-	var payOb, otherOb Obs
+	var payOb, otherOb book.Obs
 	var payOK, otherOK bool
 	r1, r2 := rand.New(rand.NewPCG(rng.Uint64(), 1)), rand.New(rand.NewPCG(rng.Uint64(), 2))
 	wg.Go(func() { <-gate; payOb, payOK = s.perform(ctx, r1, payOp, single) })
 	wg.Go(func() { <-gate; otherOb, otherOK = s.perform(ctx, r2, otherOp, single) })
 	close(gate)
 	wg.Wait()
-	if other == KindFulfill && payOK && payOb.Status == http.StatusOK && otherOK && otherOb.Status == http.StatusConflict {
-		op := s.newOp(o, single, opSpec{kind: KindFulfill, allowed: allowFulfil})
+	if other == book.KindFulfill && payOK && payOb.Status == http.StatusOK && otherOK && otherOb.Status == http.StatusConflict {
+		op := s.newOp(o, single, book.OpSpec{Kind: book.KindFulfill, Allowed: allowFulfil})
 		s.perform(ctx, rng, op, single)
 	}
 }
@@ -336,10 +337,10 @@ func (s *Storm) race(ctx context.Context, rng *rand.Rand, o *OrderRec, other str
 // raceFulfilCancel sends fulfil and cancel on a paid order at the same
 // moment to different instances: a shipment and a refund must never both
 // happen.
-func (s *Storm) raceFulfilCancel(ctx context.Context, rng *rand.Rand, o *OrderRec) {
+func (s *Storm) raceFulfilCancel(ctx context.Context, rng *rand.Rand, o *book.OrderRec) {
 	s.count(&s.dups, "race fulfill+cancel", 1)
-	ful := s.newOp(o, single, opSpec{kind: KindFulfill, allowed: allowFulfilRace, race: true})
-	cnl := s.newOp(o, single, opSpec{kind: KindCancel, allowed: allowCancelRace, race: true})
+	ful := s.newOp(o, single, book.OpSpec{Kind: book.KindFulfill, Allowed: allowFulfilRace, Race: true})
+	cnl := s.newOp(o, single, book.OpSpec{Kind: book.KindCancel, Allowed: allowCancelRace, Race: true})
 	r1, r2 := rand.New(rand.NewPCG(rng.Uint64(), 3)), rand.New(rand.NewPCG(rng.Uint64(), 4))
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
@@ -352,15 +353,15 @@ func (s *Storm) raceFulfilCancel(ctx context.Context, rng *rand.Rand, o *OrderRe
 // replaySequence re-sends every operation of o that has a stored outcome,
 // in order, with its key (or its body again, for keyless ones): every answer
 // must be a replay equal to the original.
-func (s *Storm) replaySequence(ctx context.Context, rng *rand.Rand, o *OrderRec) {
+func (s *Storm) replaySequence(ctx context.Context, rng *rand.Rand, o *book.OrderRec) {
 	for _, op := range o.Ops() {
 		first, ok := op.Definitive()
-		if !ok || !first.stored() {
+		if !ok || !first.Stored() {
 			continue
 		}
 		inst, _ := s.pick(rng)
-		s.Send.Send(ctx, op, inst, ViaSequenceReplay)
-		s.count(&s.dups, ViaSequenceReplay, 1)
+		s.Send.Send(ctx, op, inst, book.ViaSequenceReplay)
+		s.count(&s.dups, book.ViaSequenceReplay, 1)
 	}
 }
 
@@ -370,7 +371,7 @@ func (s *Storm) replaySequence(ctx context.Context, rng *rand.Rand, o *OrderRec)
 func (s *Storm) Reconcile(ctx context.Context, stop time.Time, conc int) (before, after int) {
 	first := true
 	for {
-		var pending []*Op
+		var pending []*book.Op
 		for _, op := range s.Book.AllOps() {
 			if _, ok := op.Definitive(); !ok {
 				pending = append(pending, op)
@@ -388,8 +389,8 @@ func (s *Storm) Reconcile(ctx context.Context, stop time.Time, conc int) (before
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				s.Send.Send(ctx, op, i%s.Instances, ViaReconcile)
-				s.count(&s.dups, ViaReconcile, 1)
+				s.Send.Send(ctx, op, i%s.Instances, book.ViaReconcile)
+				s.count(&s.dups, book.ViaReconcile, 1)
 			})
 		}
 		wg.Wait()

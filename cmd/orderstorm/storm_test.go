@@ -10,12 +10,17 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/check"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/faultproxy"
 	"github.com/orderly/orderly/paysim"
 	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store/pgtest"
 	"github.com/orderly/orderly/store/postgres"
 )
+
+const testTenant = "acme"
 
 // TestStormInProcess runs a small storm end to end, in this process: two
 // service instances on one PostgreSQL database, a paysim with run-level
@@ -71,8 +76,12 @@ func TestStormInProcess(t *testing.T) {
 	}
 
 	var proxied []string
-	for _, b := range bases {
-		p := startProxy(t, strings.TrimPrefix(b, "http://"), Fates{Drop: 0.05, Cut: 0.02, Truncate: 0.02})
+	for i, b := range bases {
+		p, err := faultproxy.New(strings.TrimPrefix(b, "http://"), faultproxy.Fates{Drop: 0.05, Cut: 0.02, Truncate: 0.02}, uint64(42+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
 		proxied = append(proxied, p.URL())
 	}
 	lat := NewLatencies()
@@ -82,10 +91,10 @@ func TestStormInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sender.CloseIdle()
-	book := NewBook("inproc1", testTenant)
+	rec := book.NewBook("inproc1", testTenant)
 	mix := DefaultMix
 	mix.Replay, mix.DoubleClick, mix.Parallel = 0.4, 0.25, 0.25
-	s := &Storm{Book: book, Send: sender, Instances: 2, Mix: mix, Seed: 11}
+	s := &Storm{Book: rec, Send: sender, Instances: 2, Mix: mix, Seed: 11}
 	s.Run(ctx, 8, 250, time.Now().Add(90*time.Second))
 	if s.Logical() < 250 {
 		t.Errorf("only %d logical operations ran", s.Logical())
@@ -94,19 +103,19 @@ func TestStormInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, after := s.Reconcile(ctx, time.Now().Add(60*time.Second), 8)
-	t.Logf("%d logical ops, %d orders, %d requests; unresolved %d → %d", s.Logical(), len(book.Orders()),
+	t.Logf("%d logical ops, %d orders, %d requests; unresolved %d → %d", s.Logical(), len(rec.Orders()),
 		sender.counter.requests.Load(), before, after)
 
 	snap, err := ledger.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := OpenCheckDB(url)
+	db, err := check.OpenDB(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rep, err := (&Checker{DB: db, Ledger: &snap, HTTP500: sender.counter.status(500), DerivedTTL: 10 * time.Minute}).Check(ctx, book)
+	rep, err := (&check.Checker{DB: db, Ledger: &snap, HTTP500: sender.counter.status(500), DerivedTTL: 10 * time.Minute}).Check(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +126,12 @@ func TestStormInProcess(t *testing.T) {
 		t.Errorf("the checker saw nothing: %+v", rep)
 	}
 	dups := snapshot(&s.dups)
-	for _, k := range []string{ViaDoubleClick, ViaParallel, ViaSequenceReplay} {
+	for _, k := range []string{book.ViaDoubleClick, book.ViaParallel, book.ViaSequenceReplay} {
 		if dups[k] == 0 {
 			t.Errorf("no %s duplicates were sent: %v", k, dups)
 		}
 	}
-	if st := lat.Stats(); len(st) == 0 || st[0].Kind != KindCreate || st[0].Count == 0 {
+	if st := lat.Stats(); len(st) == 0 || st[0].Kind != book.KindCreate || st[0].Count == 0 {
 		t.Errorf("latency stats %+v", st)
 	}
 }

@@ -1,11 +1,3 @@
-// Package sqlitefile opens an SQLite database file (modernc.org/sqlite) with
-// the durability settings Orderly relies on, in one place for every file it
-// keeps: the embedded order store and paysim's ledger.
-//
-// WAL mode with synchronous=FULL, so a committed transaction survives a crash
-// or power loss; BEGIN IMMEDIATE transactions, so writers are serialised
-// instead of failing to upgrade a read lock; a 15 s busy timeout, so
-// contention waits rather than fails; foreign keys enforced.
 package sqlitefile
 
 import (

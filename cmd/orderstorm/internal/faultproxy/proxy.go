@@ -1,4 +1,4 @@
-package main
+package faultproxy
 
 import (
 	"errors"
@@ -50,8 +50,8 @@ const (
 	fateTruncate
 )
 
-// ProxyStats counts what a Proxy saw and did.
-type ProxyStats struct {
+// Stats counts what a Proxy saw and did.
+type Stats struct {
 	Conns      int64 `json:"connections"`
 	Requests   int64 `json:"requests"`
 	Dropped    int64 `json:"dropped_responses"`
@@ -61,13 +61,13 @@ type ProxyStats struct {
 }
 
 // Add returns the sum of s and o.
-func (s ProxyStats) Add(o ProxyStats) ProxyStats {
-	return ProxyStats{s.Conns + o.Conns, s.Requests + o.Requests, s.Dropped + o.Dropped,
+func (s Stats) Add(o Stats) Stats {
+	return Stats{s.Conns + o.Conns, s.Requests + o.Requests, s.Dropped + o.Dropped,
 		s.Cut + o.Cut, s.Truncated + o.Truncated, s.DialFailed + o.DialFailed}
 }
 
 // Faults is how many faults s counts.
-func (s ProxyStats) Faults() int64 { return s.Dropped + s.Cut + s.Truncated }
+func (s Stats) Faults() int64 { return s.Dropped + s.Cut + s.Truncated }
 
 // Proxy is a TCP proxy on a loopback port in front of one HTTP/1.1 server.
 // It tells requests apart on a keep-alive connection by direction: bytes
@@ -89,9 +89,9 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// NewProxy listens on 127.0.0.1 (a free port) and forwards to target
+// New listens on 127.0.0.1 (a free port) and forwards to target
 // (host:port), with fates drawn from a source seeded with seed.
-func NewProxy(target string, fates Fates, seed uint64) (*Proxy, error) {
+func New(target string, fates Fates, seed uint64) (*Proxy, error) {
 	if err := fates.Validate(); err != nil {
 		return nil, err
 	}
@@ -123,8 +123,8 @@ func (p *Proxy) SetFates(f Fates) {
 }
 
 // Stats returns the counters so far.
-func (p *Proxy) Stats() ProxyStats {
-	return ProxyStats{Conns: p.conns64.Load(), Requests: p.requests.Load(), Dropped: p.dropped.Load(),
+func (p *Proxy) Stats() Stats {
+	return Stats{Conns: p.conns64.Load(), Requests: p.requests.Load(), Dropped: p.dropped.Load(),
 		Cut: p.cut.Load(), Truncated: p.truncated.Load(), DialFailed: p.dialFailed.Load()}
 }
 

@@ -1,4 +1,4 @@
-package main
+package book
 
 import (
 	"encoding/json"
@@ -58,18 +58,19 @@ type Obs struct {
 	At         time.Time     `json:"-"`
 }
 
-// outcome is what two answers for one key must agree on.
-func (o Obs) outcome() string {
+// Outcome is what two answers for one key must agree on: the status and the
+// resource of a success, the status and the problem code of an error.
+func (o Obs) Outcome() string {
 	if o.Status >= 200 && o.Status < 300 {
 		return fmt.Sprintf("%d %s", o.Status, o.ResourceID)
 	}
 	return fmt.Sprintf("%d %s", o.Status, o.Code)
 }
 
-// stored reports whether the service stores this outcome under the key (and
+// Stored reports whether the service stores this outcome under the key (and
 // so must replay it): a success or a final error; not a 400 (input rejected)
 // or a 404.
-func (o Obs) stored() bool {
+func (o Obs) Stored() bool {
 	return o.Definitive && o.Status != http.StatusBadRequest && o.Status != http.StatusNotFound && o.Status != 0
 }
 
@@ -102,7 +103,8 @@ type Op struct {
 	obs []Obs
 }
 
-func (op *Op) add(o Obs) {
+// Record adds a call to op; a 201 to a create gives the order its id.
+func (op *Op) Record(o Obs) {
 	op.mu.Lock()
 	op.obs = append(op.obs, o)
 	op.mu.Unlock()
@@ -209,45 +211,45 @@ func (b *Book) AllOps() []*Op {
 	return out
 }
 
-// opSpec describes an operation to record with NewOp.
-type opSpec struct {
-	kind    string
-	keyed   bool
-	create  *order.NewOrderInput
-	pay     *client.PayInput
-	repeat  bool
-	race    bool
-	allowed []int
+// OpSpec describes an operation to record with NewOp.
+type OpSpec struct {
+	Kind    string
+	Keyed   bool                 // sent with a key of the run's; false: the server derives one
+	Create  *order.NewOrderInput // the body of a create
+	Pay     *client.PayInput     // the body of a pay
+	Repeat  bool                 // a repeat with a new key by the user, not a logical operation
+	Race    bool                 // sent racing another operation on the same order
+	Allowed []int                // definitive statuses that are legal answers
 }
 
 // NewOp records an operation on o. Keyed operations get a key unique to the
 // run; keyless ones get the key the server derives from the fingerprint.
-func (b *Book) NewOp(o *OrderRec, s opSpec) (*Op, error) {
+func (b *Book) NewOp(o *OrderRec, s OpSpec) (*Op, error) {
 	b.mu.Lock()
 	b.opSeq++
 	seq := b.opSeq
 	b.mu.Unlock()
-	op := &Op{Seq: seq, Order: o, Kind: s.kind, Keyed: s.keyed, Create: s.create, Pay: s.pay,
-		Repeat: s.repeat, Race: s.race, Allowed: s.allowed}
+	op := &Op{Seq: seq, Order: o, Kind: s.Kind, Keyed: s.Keyed, Create: s.Create, Pay: s.Pay,
+		Repeat: s.Repeat, Race: s.Race, Allowed: s.Allowed}
 	id := o.ID()
 	route, params := "/v1/orders", map[string]string(nil)
-	switch s.kind {
+	switch s.Kind {
 	case KindCreate:
 		op.Path = "/v1/orders"
 	default:
 		if id == "" {
-			return nil, fmt.Errorf("%s before the order has an id", s.kind)
+			return nil, fmt.Errorf("%s before the order has an id", s.Kind)
 		}
-		op.Path = "/v1/orders/" + id + "/" + s.kind
-		route, params = "/v1/orders/{id}/"+s.kind, map[string]string{"id": id}
+		op.Path = "/v1/orders/" + id + "/" + s.Kind
+		route, params = "/v1/orders/{id}/"+s.Kind, map[string]string{"id": id}
 	}
 	switch {
-	case s.create != nil:
-		op.Body, _ = json.Marshal(s.create)
-	case s.pay != nil:
-		op.Body, _ = json.Marshal(s.pay)
+	case s.Create != nil:
+		op.Body, _ = json.Marshal(s.Create)
+	case s.Pay != nil:
+		op.Body, _ = json.Marshal(s.Pay)
 	}
-	if !s.keyed {
+	if !s.Keyed {
 		op.AltBody = respell(op.Body, seq)
 	}
 	derive := func(body []byte) (string, error) {
@@ -255,8 +257,8 @@ func (b *Book) NewOp(o *OrderRec, s opSpec) (*Op, error) {
 			Method: http.MethodPost, Route: route, PathParams: params, Body: body})
 		return idempotency.DerivedKey(fp), err
 	}
-	if s.keyed {
-		op.Key = fmt.Sprintf("storm-%s-%d-%s-%d", b.RunID, o.Seq, s.kind, seq)
+	if s.Keyed {
+		op.Key = fmt.Sprintf("storm-%s-%d-%s-%d", b.RunID, o.Seq, s.Kind, seq)
 	} else {
 		var err error
 		if op.Key, err = derive(op.Body); err != nil {

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // the embedded store's driver, for -database-url sqlite:PATH
 
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 	"github.com/orderly/orderly/paysim"
 )
 
@@ -54,8 +55,8 @@ type Anomaly struct {
 	Detail string `json:"detail"`
 }
 
-// CheckReport is the checker's verdict and what it looked at.
-type CheckReport struct {
+// Report is the checker's verdict and what it looked at.
+type Report struct {
 	Anomalies       []Anomaly      `json:"anomalies"`
 	ByKind          map[string]int `json:"anomalies_by_kind"`
 	Total           int            `json:"anomalies_total"`
@@ -72,7 +73,9 @@ type CheckReport struct {
 	MaxCaptures     int            `json:"max_captures_per_order"`
 }
 
-func (r *CheckReport) add(kind, ref, format string, args ...any) {
+// Add records an anomaly of kind about ref; only the first maxExamples are
+// kept one by one, but all are counted.
+func (r *Report) Add(kind, ref, format string, args ...any) {
 	r.Total++
 	r.ByKind[kind]++
 	if len(r.Anomalies) < maxExamples {
@@ -80,21 +83,21 @@ func (r *CheckReport) add(kind, ref, format string, args ...any) {
 	}
 }
 
-// CheckDB is a read-only handle on the service's database.
-type CheckDB struct {
+// DB is a read-only handle on the service's database.
+type DB struct {
 	*sql.DB
 	sqlite bool
 }
 
-// OpenCheckDB opens url read-only: a postgres:// URL (through pgx, in a
+// OpenDB opens url read-only: a postgres:// URL (through pgx, in a
 // read-only session), or sqlite:PATH for the embedded store's file.
-func OpenCheckDB(url string) (*CheckDB, error) {
+func OpenDB(url string) (*DB, error) {
 	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
 		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
 		if err != nil {
 			return nil, err
 		}
-		return &CheckDB{DB: db, sqlite: true}, nil
+		return &DB{DB: db, sqlite: true}, nil
 	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
@@ -102,13 +105,13 @@ func OpenCheckDB(url string) (*CheckDB, error) {
 	}
 	cfg.RuntimeParams["default_transaction_read_only"] = "on"
 	cfg.RuntimeParams["application_name"] = "orderstorm-check"
-	return &CheckDB{DB: stdlib.OpenDB(*cfg)}, nil
+	return &DB{DB: stdlib.OpenDB(*cfg)}, nil
 }
 
 var dollarParam = regexp.MustCompile(`\$(\d+)`)
 
 // q adapts a query written with $N parameters to the dialect.
-func (d *CheckDB) q(query string) string {
+func (d *DB) q(query string) string {
 	if d.sqlite {
 		return dollarParam.ReplaceAllString(query, "?$1")
 	}
@@ -117,7 +120,7 @@ func (d *CheckDB) q(query string) string {
 
 // Checker verifies the promise from the database and the provider ledger.
 type Checker struct {
-	DB *CheckDB
+	DB *DB
 	// Ledger is the provider's ledger; nil skips the provider checks.
 	Ledger *paysim.Snapshot
 	// HTTP500 is how many 500 answers the harness received.
@@ -149,8 +152,8 @@ func escapeLike(s string) string {
 }
 
 // Check runs every invariant over the run's orders.
-func (c *Checker) Check(ctx context.Context, b *Book) (CheckReport, error) {
-	rep := CheckReport{ByKind: map[string]int{}, DBStates: map[string]int{}}
+func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
+	rep := Report{ByKind: map[string]int{}, DBStates: map[string]int{}}
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
@@ -237,7 +240,7 @@ func (c *Checker) Check(ctx context.Context, b *Book) (CheckReport, error) {
 		found := byMarker[o.Marker]
 		delete(byMarker, o.Marker)
 		acked := map[string]bool{}
-		if len(ops) > 0 && ops[0].Kind == KindCreate {
+		if len(ops) > 0 && ops[0].Kind == book.KindCreate {
 			for _, ob := range ops[0].Observations() {
 				if ob.Definitive && ob.Status == http.StatusCreated && ob.ResourceID != "" {
 					acked[ob.ResourceID] = true
@@ -252,14 +255,14 @@ func (c *Checker) Check(ctx context.Context, b *Book) (CheckReport, error) {
 			for i, f := range found {
 				ids[i] = f.id
 			}
-			rep.add(AnomalyDuplicateOrder, o.Marker, "%d orders for one logical create: %s", len(found), strings.Join(ids, ", "))
+			rep.Add(AnomalyDuplicateOrder, o.Marker, "%d orders for one logical create: %s", len(found), strings.Join(ids, ", "))
 		}
 		for id := range acked {
 			switch row, ok := byID[id]; {
 			case !ok:
-				rep.add(AnomalyLostOrder, o.Marker, "order %s was answered 201 but is not in the database", id)
+				rep.Add(AnomalyLostOrder, o.Marker, "order %s was answered 201 but is not in the database", id)
 			case row.marker != o.Marker:
-				rep.add(AnomalyWrongOrder, o.Marker, "order %s was answered 201 but has customer_id %s", id, row.marker)
+				rep.Add(AnomalyWrongOrder, o.Marker, "order %s was answered 201 but has customer_id %s", id, row.marker)
 			}
 		}
 		for _, op := range ops {
@@ -276,17 +279,17 @@ func (c *Checker) Check(ctx context.Context, b *Book) (CheckReport, error) {
 	sort.Strings(markers)
 	for _, m := range markers {
 		for _, f := range byMarker[m] {
-			rep.add(AnomalyPhantomOrder, m, "order %s (%s) matches no logical create of the run", f.id, f.state)
+			rep.Add(AnomalyPhantomOrder, m, "order %s (%s) matches no logical create of the run", f.id, f.state)
 		}
 	}
 	if c.HTTP500 > 0 {
-		rep.add(AnomalyInternalError, "-", "the service answered 500 %d times", c.HTTP500)
+		rep.Add(AnomalyInternalError, "-", "the service answered 500 %d times", c.HTTP500)
 	}
 	return rep, nil
 }
 
 // ledgerByOrder indexes the provider ledger by order id.
-func (c *Checker) ledgerByOrder(rep *CheckReport) map[string]*orderLedger {
+func (c *Checker) ledgerByOrder(rep *Report) map[string]*orderLedger {
 	if c.Ledger == nil {
 		return nil
 	}
@@ -326,10 +329,10 @@ func (c *Checker) ledgerByOrder(rep *CheckReport) map[string]*orderLedger {
 }
 
 // checkOp checks the answers to one operation and its key's record.
-func (c *Checker) checkOp(rep *CheckReport, op *Op, keys map[string]dbKey, byID map[string]dbOrder, now time.Time) {
+func (c *Checker) checkOp(rep *Report, op *book.Op, keys map[string]dbKey, byID map[string]dbOrder, now time.Time) {
 	ref := fmt.Sprintf("%s/%s#%d", op.Order.Marker, op.Kind, op.Seq)
 	obs := op.Observations()
-	var first *Obs
+	var first *book.Obs
 	outcomes := map[string]int{}
 	originals := 0
 	for i := range obs {
@@ -340,13 +343,13 @@ func (c *Checker) checkOp(rep *CheckReport, op *Op, keys map[string]dbKey, byID 
 		if first == nil {
 			first = ob
 		}
-		outcomes[ob.outcome()]++
-		if ob.stored() && !ob.Replayed {
+		outcomes[ob.Outcome()]++
+		if ob.Stored() && !ob.Replayed {
 			originals++
 		}
-		if ob.Via == ViaSequenceReplay && ob.stored() && !ob.Replayed {
-			rep.add(AnomalyReplayNotFlagged, ref, "a replay of the %s sequence was answered %s without Idempotency-Replayed",
-				op.Kind, ob.outcome())
+		if ob.Via == book.ViaSequenceReplay && ob.Stored() && !ob.Replayed {
+			rep.Add(AnomalyReplayNotFlagged, ref, "a replay of the %s sequence was answered %s without Idempotency-Replayed",
+				op.Kind, ob.Outcome())
 		}
 	}
 	if first == nil {
@@ -355,7 +358,7 @@ func (c *Checker) checkOp(rep *CheckReport, op *Op, keys map[string]dbKey, byID 
 			l := obs[len(obs)-1]
 			last = fmt.Sprintf("; last: status %d %s %s", l.Status, l.Code, l.Err)
 		}
-		rep.add(AnomalyUnresolved, ref, "no definitive answer in %d calls%s", len(obs), last)
+		rep.Add(AnomalyUnresolved, ref, "no definitive answer in %d calls%s", len(obs), last)
 		return
 	}
 	if len(outcomes) > 1 {
@@ -364,15 +367,15 @@ func (c *Checker) checkOp(rep *CheckReport, op *Op, keys map[string]dbKey, byID 
 			parts = append(parts, fmt.Sprintf("%q×%d", k, n))
 		}
 		sort.Strings(parts)
-		rep.add(AnomalyReplayMismatch, ref, "answers for one key differ: %s (%s)", strings.Join(parts, ", "), describeObs(obs))
+		rep.Add(AnomalyReplayMismatch, ref, "answers for one key differ: %s (%s)", strings.Join(parts, ", "), describeObs(obs))
 	}
 	if originals > 1 {
-		rep.add(AnomalyDoubleExecution, ref, "%d answers were originals (not replays) for one key (%s)", originals, describeObs(obs))
+		rep.Add(AnomalyDoubleExecution, ref, "%d answers were originals (not replays) for one key (%s)", originals, describeObs(obs))
 	}
 	if !slices.Contains(op.Allowed, first.Status) {
-		rep.add(AnomalyUnexpectedStatus, ref, "answered %d %s; legal: %v", first.Status, first.Code, op.Allowed)
+		rep.Add(AnomalyUnexpectedStatus, ref, "answered %d %s; legal: %v", first.Status, first.Code, op.Allowed)
 	}
-	if !first.stored() {
+	if !first.Stored() {
 		return
 	}
 	orderID := op.Order.ID()
@@ -391,17 +394,17 @@ func (c *Checker) checkOp(rep *CheckReport, op *Op, keys map[string]dbKey, byID 
 	}
 	switch {
 	case !ok:
-		rep.add(AnomalyKeyRecord, ref, "answered %s but idempotency_keys has no record of the %s (%s)", first.outcome(), describeKey(op), describeObs(obs))
+		rep.Add(AnomalyKeyRecord, ref, "answered %s but idempotency_keys has no record of the %s (%s)", first.Outcome(), describeKey(op), describeObs(obs))
 	case k.state != "completed":
-		rep.add(AnomalyKeyRecord, ref, "answered %s but the key is %s (%s)", first.outcome(), k.state, describeObs(obs))
+		rep.Add(AnomalyKeyRecord, ref, "answered %s but the key is %s (%s)", first.Outcome(), k.state, describeObs(obs))
 	case int(k.status.Int64) != first.Status:
-		rep.add(AnomalyKeyRecord, ref, "answered %s but the key records status %d (%s)", first.outcome(), k.status.Int64, describeObs(obs))
+		rep.Add(AnomalyKeyRecord, ref, "answered %s but the key records status %d (%s)", first.Outcome(), k.status.Int64, describeObs(obs))
 	case k.resource.String != orderID:
-		rep.add(AnomalyKeyRecord, ref, "the key records resource %s, not order %s", k.resource.String, orderID)
+		rep.Add(AnomalyKeyRecord, ref, "the key records resource %s, not order %s", k.resource.String, orderID)
 	}
 }
 
-func describeKey(op *Op) string {
+func describeKey(op *book.Op) string {
 	if op.Keyed {
 		return fmt.Sprintf("key %q (hash %s)", op.Key, op.KeyHash[:12])
 	}
@@ -409,7 +412,7 @@ func describeKey(op *Op) string {
 }
 
 // describeObs lists the calls of an operation, for anomaly details.
-func describeObs(obs []Obs) string {
+func describeObs(obs []book.Obs) string {
 	parts := make([]string, 0, len(obs))
 	for _, o := range obs {
 		s := fmt.Sprintf("%s@%d→%d", o.Via, o.Instance, o.Status)
@@ -442,40 +445,40 @@ func reachable(from, to string) bool {
 
 // checkState checks the order's final state against the answers, its
 // provider attempts and the provider's ledger.
-func (c *Checker) checkState(rep *CheckReport, o *OrderRec, row dbOrder, ops []*Op, att map[string]int, ledger map[string]*orderLedger) {
+func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*book.Op, att map[string]int, ledger map[string]*orderLedger) {
 	ref := o.Marker + "/" + row.id
 	asked := map[string]bool{}
 	for _, op := range ops {
 		asked[op.Kind] = true
 		for _, ob := range op.Observations() {
 			if ob.Definitive && ob.Status >= 200 && ob.Status < 300 && !reachable(ob.State, row.state) {
-				rep.add(AnomalyAckedStateLost, ref, "a %s was answered %d with state %s, but the order is %s",
+				rep.Add(AnomalyAckedStateLost, ref, "a %s was answered %d with state %s, but the order is %s",
 					op.Kind, ob.Status, ob.State, row.state)
 			}
 		}
 	}
 	switch row.state {
 	case "PAID":
-		if !asked[KindPay] {
-			rep.add(AnomalyPhantomTransition, ref, "the order is PAID but no pay was sent")
+		if !asked[book.KindPay] {
+			rep.Add(AnomalyPhantomTransition, ref, "the order is PAID but no pay was sent")
 		}
 	case "FULFILLED":
-		if !asked[KindPay] || !asked[KindFulfill] {
-			rep.add(AnomalyPhantomTransition, ref, "the order is FULFILLED but pay and fulfill were not both sent")
+		if !asked[book.KindPay] || !asked[book.KindFulfill] {
+			rep.Add(AnomalyPhantomTransition, ref, "the order is FULFILLED but pay and fulfill were not both sent")
 		}
 	case "CANCELLED":
-		if !asked[KindCancel] {
-			rep.add(AnomalyPhantomTransition, ref, "the order is CANCELLED but no cancel was sent")
+		if !asked[book.KindCancel] {
+			rep.Add(AnomalyPhantomTransition, ref, "the order is CANCELLED but no cancel was sent")
 		}
 	}
 
 	charges, shipments := att["charge/succeeded"], att["shipment/succeeded"]
 	for k, n := range att {
 		if strings.HasSuffix(k, "/pending") || strings.HasSuffix(k, "/unknown") {
-			rep.add(AnomalyAttemptNotSettled, ref, "%d provider attempts %s after the run settled", n, k)
+			rep.Add(AnomalyAttemptNotSettled, ref, "%d provider attempts %s after the run settled", n, k)
 		}
 	}
-	bad := func(format string, args ...any) { rep.add(AnomalyStateAttempts, ref, format, args...) }
+	bad := func(format string, args ...any) { rep.Add(AnomalyStateAttempts, ref, format, args...) }
 	switch {
 	case charges > 1:
 		bad("%d succeeded charge attempts", charges)
@@ -496,13 +499,13 @@ func (c *Checker) checkState(rep *CheckReport, o *OrderRec, row dbOrder, ops []*
 		l = &orderLedger{}
 	}
 	if l.captures > 1 {
-		rep.add(AnomalyDoubleCapture, ref, "the provider captured the order %d times", l.captures)
+		rep.Add(AnomalyDoubleCapture, ref, "the provider captured the order %d times", l.captures)
 	}
 	if l.shipments > 1 {
-		rep.add(AnomalyDoubleShipment, ref, "the warehouse shipped the order %d times", l.shipments)
+		rep.Add(AnomalyDoubleShipment, ref, "the warehouse shipped the order %d times", l.shipments)
 	}
 	if l.refunds > l.captures {
-		rep.add(AnomalyRefundNoCapture, ref, "%d refunds for %d captures", l.refunds, l.captures)
+		rep.Add(AnomalyRefundNoCapture, ref, "%d refunds for %d captures", l.refunds, l.captures)
 	}
 	ok := true
 	switch row.state {
@@ -516,11 +519,11 @@ func (c *Checker) checkState(rep *CheckReport, o *OrderRec, row dbOrder, ops []*
 		ok = l.captures == l.refunds && l.shipments == 0
 	}
 	if !ok {
-		rep.add(AnomalyStateLedger, ref, "state %s but the provider has %d captures, %d refunds, %d shipments",
+		rep.Add(AnomalyStateLedger, ref, "state %s but the provider has %d captures, %d refunds, %d shipments",
 			row.state, l.captures, l.refunds, l.shipments)
 	}
 	if charges != l.captures {
-		rep.add(AnomalyAttemptLedger, ref, "%d succeeded charge attempts recorded, %d captures at the provider",
+		rep.Add(AnomalyAttemptLedger, ref, "%d succeeded charge attempts recorded, %d captures at the provider",
 			charges, l.captures)
 	}
 }

@@ -1,43 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/orderly/orderly/internal/spawn"
 )
-
-// Proc is a process the harness started and owns: the only kind it ever
-// signals.
-type Proc struct {
-	Name    string
-	bin     string
-	env     []string
-	logPath string
-
-	mu   sync.Mutex
-	addr string
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// Addr is the host:port the process listens on.
-func (p *Proc) Addr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.addr
-}
 
 // buildBinaries builds orderd and paysim into dir (from the module the
 // working directory is in) unless binDir already holds them.
@@ -51,123 +27,28 @@ func buildBinaries(ctx context.Context, binDir, dir string) (orderd, paysim stri
 		}
 		return orderd, paysim, nil
 	}
-	orderd, paysim = filepath.Join(dir, "orderd"), filepath.Join(dir, "paysim")
-	for bin, pkg := range map[string]string{orderd: "github.com/orderly/orderly/cmd/orderd", paysim: "github.com/orderly/orderly/cmd/paysim"} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
-		if err != nil {
-			return "", "", fmt.Errorf("go build %s (run orderstorm from inside the module, or pass -bin-dir): %v\n%s", pkg, err, out)
-		}
+	if orderd, err = spawn.Build(ctx, "github.com/orderly/orderly/cmd/orderd", dir, false); err == nil {
+		paysim, err = spawn.Build(ctx, "github.com/orderly/orderly/cmd/paysim", dir, false)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("run orderstorm from inside the module, or pass -bin-dir: %w", err)
 	}
 	return orderd, paysim, nil
 }
 
-// startProc starts bin with env (added to the environment), logging stderr
-// to logPath, and waits until it logs {"msg":"listening","addr":…}.
-func startProc(name, bin string, env []string, logPath string) (*Proc, error) {
-	p := &Proc{Name: name, bin: bin, env: env, logPath: logPath}
-	return p, p.start("")
-}
-
-func (p *Proc) start(addr string) error {
-	env := append(os.Environ(), p.env...)
-	if addr != "" {
-		env = append(env, strings.ToUpper(strings.SplitN(p.Name, "-", 2)[0])+"_ADDR="+addr)
-	}
-	cmd := exec.Command(p.bin)
-	cmd.Env = env
-	// The child dies with the harness, whatever ends it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	done := make(chan error, 1)
-	addrc := make(chan string, 1)
-	go func() {
-		defer logf.Close()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(logf, line)
-			var l struct{ Msg, Addr string }
-			if !sent && json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
-				addrc <- l.Addr
-				sent = true
-			}
-		}
-		done <- cmd.Wait()
-	}()
-	select {
-	case a := <-addrc:
-		p.mu.Lock()
-		p.addr, p.cmd, p.done = a, cmd, done
-		p.mu.Unlock()
-		return nil
-	case err := <-done:
-		return fmt.Errorf("%s exited before listening: %v (log: %s)", p.Name, err, p.logPath)
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("%s did not listen within 60s (log: %s)", p.Name, p.logPath)
-	}
-}
-
-// Kill sends SIGKILL to the process and waits for it to end.
-func (p *Proc) Kill() error {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return errors.New("not running")
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-done:
-		p.mu.Lock()
-		p.cmd = nil
-		p.mu.Unlock()
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("%s did not die within 30s of SIGKILL", p.Name)
-	}
-}
-
-// Restart starts the process again on the address it had.
-func (p *Proc) Restart() error { return p.start(p.Addr()) }
-
-// Stop sends SIGTERM and waits up to 20s, then SIGKILL.
-func (p *Proc) Stop() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
+// startProc starts one process of the cluster: bin with env added to the
+// environment, logging to dir/name.log, restartable on its address through
+// addrEnv, and killed by the kernel if the harness dies.
+func startProc(name, bin, addrEnv, dir string, env []string) (*spawn.Process, error) {
+	return spawn.Start(spawn.Config{Bin: bin, Name: name, Env: append(os.Environ(), env...), AddrEnv: addrEnv,
+		LogPath: filepath.Join(dir, name+".log"), DieWithParent: true})
 }
 
 // Cluster is what -spawn started: N orderd and perhaps a paysim.
 type Cluster struct {
 	Dir    string
-	Paysim *Proc
-	Orderd []*Proc
+	Paysim *spawn.Process
+	Orderd []*spawn.Process
 	Kills  atomic.Int64
 	// PaysimKills counts SIGKILLs of the spawned paysim.
 	PaysimKills atomic.Int64
@@ -203,7 +84,7 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.WithPaysim {
 		env := []string{"PAYSIM_ADDR=127.0.0.1:0", "PAYSIM_DATA_DIR=" + filepath.Join(cfg.Dir, "paysim-data"),
 			"PAYSIM_TIMEOUT_DELAY=" + cfg.TimeoutDelay.String()}
-		p, err := startProc("paysim", paysimBin, env, filepath.Join(cfg.Dir, "paysim.log"))
+		p, err := startProc("paysim", paysimBin, "PAYSIM_ADDR", cfg.Dir, env)
 		if err != nil {
 			return nil, err
 		}
@@ -222,7 +103,7 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			env = append(env, "ORDERD_PAYMENT_URL="+payURL)
 		}
 		env = append(env, cfg.OrderdEnv...)
-		p, err := startProc(fmt.Sprintf("orderd-%d", i), orderdBin, env, filepath.Join(cfg.Dir, fmt.Sprintf("orderd-%d.log", i)))
+		p, err := startProc(fmt.Sprintf("orderd-%d", i), orderdBin, "ORDERD_ADDR", cfg.Dir, env)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -251,13 +132,14 @@ func (c *Cluster) PaysimURL() string {
 
 // Chaos SIGKILLs a random spawned orderd (or, with withPaysim, the spawned
 // paysim too) every interval and restarts it on its address, until ctx ends
-// or stop passes. It reports failures to logf.
+// or stop passes; a victim that a failed restart left down is restarted
+// without a kill. It reports failures to logf.
 //
 // beforePaysimKill and afterPaysimRestart (either may be nil) run around a
 // kill of paysim, whose run-level faults and counters a restart resets.
 func (c *Cluster) Chaos(ctx context.Context, every time.Duration, stop time.Time, withPaysim bool, pick func(int) int,
 	beforePaysimKill, afterPaysimRestart func(), logf func(string, ...any)) {
-	victims := append([]*Proc{}, c.Orderd...)
+	victims := append([]*spawn.Process{}, c.Orderd...)
 	if withPaysim && c.Paysim != nil {
 		victims = append(victims, c.Paysim)
 	}
@@ -273,19 +155,21 @@ func (c *Cluster) Chaos(ctx context.Context, every time.Duration, stop time.Time
 			return
 		}
 		p := victims[pick(len(victims))]
-		if p == c.Paysim && beforePaysimKill != nil {
-			beforePaysimKill()
+		if !p.Exited() { // one a failed restart left down is only restarted
+			if p == c.Paysim && beforePaysimKill != nil {
+				beforePaysimKill()
+			}
+			if err := p.Kill(); err != nil {
+				logf("chaos: kill %s: %v", p.Name(), err)
+				continue
+			}
+			if p == c.Paysim {
+				c.PaysimKills.Add(1)
+			} else {
+				c.Kills.Add(1)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		if err := p.Kill(); err != nil {
-			logf("chaos: kill %s: %v", p.Name, err)
-			continue
-		}
-		if p == c.Paysim {
-			c.PaysimKills.Add(1)
-		} else {
-			c.Kills.Add(1)
-		}
-		time.Sleep(200 * time.Millisecond)
 		var err error
 		for try := 0; try < 5; try++ { // the port may take a moment to free
 			if err = p.Restart(); err == nil {
@@ -294,22 +178,26 @@ func (c *Cluster) Chaos(ctx context.Context, every time.Duration, stop time.Time
 			time.Sleep(500 * time.Millisecond)
 		}
 		if err != nil {
-			logf("chaos: restart %s: %v", p.Name, err)
+			logf("chaos: restart %s: %v", p.Name(), err)
 		} else if p == c.Paysim && afterPaysimRestart != nil {
 			afterPaysimRestart()
 		}
 	}
 }
 
+// stopTimeout is how long Stop lets a process shut down after SIGTERM
+// before it kills it.
+const stopTimeout = 20 * time.Second
+
 // Stop ends every process of the cluster.
 func (c *Cluster) Stop() {
 	var wg sync.WaitGroup
 	for _, p := range c.Orderd {
-		wg.Go(p.Stop)
+		wg.Go(func() { _ = p.Stop(stopTimeout) })
 	}
 	wg.Wait()
 	if c.Paysim != nil {
-		c.Paysim.Stop()
+		_ = c.Paysim.Stop(stopTimeout)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/client"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/paysim"
@@ -31,7 +32,7 @@ type fixture struct {
 
 // pgFixture migrates a fresh PostgreSQL database (skipped without one, as
 // the repository's other PostgreSQL tests are).
-func pgFixture(t *testing.T) (*fixture, *CheckDB) {
+func pgFixture(t *testing.T) (*fixture, *DB) {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
 	st, err := postgres.Open(context.Background(), url)
@@ -39,7 +40,7 @@ func pgFixture(t *testing.T) (*fixture, *CheckDB) {
 		t.Fatal(err)
 	}
 	st.Close()
-	db, err := OpenCheckDB(url)
+	db, err := OpenDB(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func pgFixture(t *testing.T) (*fixture, *CheckDB) {
 }
 
 // sqliteFixture migrates a fresh embedded-store file.
-func sqliteFixture(t *testing.T) (*fixture, *CheckDB) {
+func sqliteFixture(t *testing.T) (*fixture, *DB) {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), dir)
@@ -67,7 +68,7 @@ func sqliteFixture(t *testing.T) (*fixture, *CheckDB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	db, err := OpenCheckDB("sqlite:" + path)
+	db, err := OpenDB("sqlite:" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +109,10 @@ func (f *fixture) order(id, marker, state string) {
 }
 
 // key records a completed key for op with status.
-func (f *fixture) key(op *Op, status int) { f.keyHash(op, op.KeyHash, status) }
+func (f *fixture) key(op *book.Op, status int) { f.keyHash(op, op.KeyHash, status) }
 
 // keyHash records a completed key with hash for op's order.
-func (f *fixture) keyHash(op *Op, hash string, status int) {
+func (f *fixture) keyHash(op *book.Op, hash string, status int) {
 	f.t.Helper()
 	now := time.Now().UTC()
 	var created, expires any = now, now.Add(time.Hour)
@@ -144,56 +145,58 @@ func (f *fixture) capture(orderID string) {
 // testRun is a small book of answers plus the rows that go with it.
 type testRun struct {
 	f    *fixture
-	book *Book
+	book *book.Book
 	seq  int
 }
 
-func newRun(f *fixture, id string) *testRun { return &testRun{f: f, book: NewBook(id, testTenant)} }
+func newRun(f *fixture, id string) *testRun {
+	return &testRun{f: f, book: book.NewBook(id, testTenant)}
+}
 
-func ok(status int, id, state string, replayed bool) Obs {
-	return Obs{Via: ViaPrimary, Status: status, ResourceID: id, State: state, Replayed: replayed, Definitive: true,
+func ok(status int, id, state string, replayed bool) book.Obs {
+	return book.Obs{Via: book.ViaPrimary, Status: status, ResourceID: id, State: state, Replayed: replayed, Definitive: true,
 		Attempts: 1, At: time.Now()}
 }
 
 // created records a logical create answered 201 with id; it returns the
 // order and its create op.
-func (r *testRun) created(id string, obs ...Obs) (*OrderRec, *Op) {
+func (r *testRun) created(id string, obs ...book.Obs) (*book.OrderRec, *book.Op) {
 	r.seq++
 	in := order.NewOrderInput{CustomerID: fmt.Sprintf("%s%07d", r.book.MarkerPrefix(), r.seq), Currency: "USD",
 		Items: []order.Item{{SKU: "s", Quantity: 1, UnitPrice: 100}}}
 	o := r.book.NewOrder(r.seq, in)
-	op, err := r.book.NewOp(o, opSpec{kind: KindCreate, keyed: true, create: &in, allowed: allowCreate})
+	op, err := r.book.NewOp(o, book.OpSpec{Kind: book.KindCreate, Keyed: true, Create: &in, Allowed: []int{http.StatusCreated}})
 	if err != nil {
 		r.f.t.Fatal(err)
 	}
 	if len(obs) == 0 {
-		obs = []Obs{ok(http.StatusCreated, id, "RCVD", false)}
+		obs = []book.Obs{ok(http.StatusCreated, id, "RCVD", false)}
 	}
 	for _, ob := range obs {
-		op.add(ob)
+		op.Record(ob)
 	}
 	return o, op
 }
 
-func (r *testRun) op(o *OrderRec, kind string, obs ...Obs) *Op {
-	spec := opSpec{kind: kind, keyed: true, allowed: []int{http.StatusOK}}
-	if kind == KindPay {
-		spec.pay = &client.PayInput{Amount: o.Amount, Currency: "USD", PaymentMethod: "pm_card_visa"}
+func (r *testRun) op(o *book.OrderRec, kind string, obs ...book.Obs) *book.Op {
+	spec := book.OpSpec{Kind: kind, Keyed: true, Allowed: []int{http.StatusOK}}
+	if kind == book.KindPay {
+		spec.Pay = &client.PayInput{Amount: o.Amount, Currency: "USD", PaymentMethod: "pm_card_visa"}
 	}
 	op, err := r.book.NewOp(o, spec)
 	if err != nil {
 		r.f.t.Fatal(err)
 	}
 	for _, ob := range obs {
-		op.add(ob)
+		op.Record(ob)
 	}
 	return op
 }
 
 // paidOrder is a consistent PAID order: rows, keys, attempt and capture.
-func (r *testRun) paidOrder(id string) *OrderRec {
+func (r *testRun) paidOrder(id string) *book.OrderRec {
 	o, create := r.created(id)
-	pay := r.op(o, KindPay, ok(http.StatusOK, id, "PAID", false))
+	pay := r.op(o, book.KindPay, ok(http.StatusOK, id, "PAID", false))
 	r.f.order(id, o.Marker, "PAID")
 	r.f.key(create, http.StatusCreated)
 	r.f.key(pay, http.StatusOK)
@@ -202,7 +205,7 @@ func (r *testRun) paidOrder(id string) *OrderRec {
 	return o
 }
 
-func (r *testRun) check(db *CheckDB, withLedger bool) CheckReport {
+func (r *testRun) check(db *DB, withLedger bool) Report {
 	r.f.t.Helper()
 	c := &Checker{DB: db, DerivedTTL: 10 * time.Minute}
 	if withLedger {
@@ -215,7 +218,7 @@ func (r *testRun) check(db *CheckDB, withLedger bool) CheckReport {
 	return rep
 }
 
-func wantKinds(t *testing.T, rep CheckReport, kinds ...string) {
+func wantKinds(t *testing.T, rep Report, kinds ...string) {
 	t.Helper()
 	for _, k := range kinds {
 		if rep.ByKind[k] == 0 {
@@ -237,12 +240,12 @@ func TestCheckerCleanRun(t *testing.T) {
 	for _, op := range o.Ops() {
 		first, _ := op.Definitive()
 		again := first
-		again.Via, again.Replayed = ViaSequenceReplay, true
-		op.add(again)
+		again.Via, again.Replayed = book.ViaSequenceReplay, true
+		op.Record(again)
 	}
 	// A cancelled order: no capture.
 	o2, c2 := r.created("ord_clean2")
-	cancel := r.op(o2, KindCancel, ok(http.StatusOK, "ord_clean2", "CANCELLED", false))
+	cancel := r.op(o2, book.KindCancel, ok(http.StatusOK, "ord_clean2", "CANCELLED", false))
 	f.order("ord_clean2", o2.Marker, "CANCELLED")
 	f.key(c2, http.StatusCreated)
 	f.key(cancel, http.StatusOK)
@@ -317,7 +320,7 @@ func TestCheckerFindsReplayAnomalies(t *testing.T) {
 	first := ok(http.StatusCreated, "ord_rep1", "RCVD", false)
 	other := ok(http.StatusCreated, "ord_rep_other", "RCVD", true) // a "replay" naming another order
 	notFlagged := ok(http.StatusCreated, "ord_rep1", "RCVD", false)
-	notFlagged.Via = ViaSequenceReplay
+	notFlagged.Via = book.ViaSequenceReplay
 	o, create := r.created("ord_rep1", first, other, notFlagged)
 	f.order("ord_rep1", o.Marker, "RCVD")
 	f.key(create, http.StatusCreated)
@@ -328,8 +331,8 @@ func TestCheckerFindsLostAcknowledgementsAndKeyRecords(t *testing.T) {
 	f, db := pgFixture(t)
 	r := newRun(f, "ack00001")
 	o, create := r.created("ord_ack1")
-	r.op(o, KindPay, ok(http.StatusOK, "ord_ack1", "PAID", false)) // acknowledged…
-	f.order("ord_ack1", o.Marker, "RCVD")                          // …but the order is unpaid, and the pay key missing
+	r.op(o, book.KindPay, ok(http.StatusOK, "ord_ack1", "PAID", false)) // acknowledged…
+	f.order("ord_ack1", o.Marker, "RCVD")                               // …but the order is unpaid, and the pay key missing
 	f.key(create, http.StatusCreated)
 	wantKinds(t, r.check(db, false), AnomalyAckedStateLost, AnomalyKeyRecord)
 }
@@ -338,8 +341,8 @@ func TestCheckerFindsUnresolvedAndIllegalAnswers(t *testing.T) {
 	f, db := pgFixture(t)
 	r := newRun(f, "unr00001")
 	o, create := r.created("ord_unr1")
-	r.op(o, KindFulfill, Obs{Via: ViaPrimary, Status: 503, Code: "unavailable", Attempts: 6, At: time.Now()})
-	r.op(o, KindCancel, Obs{Via: ViaPrimary, Status: 422, Code: "mismatch", Definitive: true, At: time.Now()})
+	r.op(o, book.KindFulfill, book.Obs{Via: book.ViaPrimary, Status: 503, Code: "unavailable", Attempts: 6, At: time.Now()})
+	r.op(o, book.KindCancel, book.Obs{Via: book.ViaPrimary, Status: 422, Code: "mismatch", Definitive: true, At: time.Now()})
 	f.order("ord_unr1", o.Marker, "RCVD")
 	f.key(create, http.StatusCreated)
 	wantKinds(t, r.check(db, false), AnomalyUnresolved, AnomalyUnexpectedStatus)
@@ -351,11 +354,11 @@ func TestDerivedKeyOfBodilessRequest(t *testing.T) {
 	f, db := pgFixture(t)
 	r := newRun(f, "drv00001")
 	o, create := r.created("ord_drv1")
-	op, err := r.book.NewOp(o, opSpec{kind: KindCancel, allowed: allowCancel})
+	op, err := r.book.NewOp(o, book.OpSpec{Kind: book.KindCancel, Allowed: []int{http.StatusOK}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	op.add(ok(http.StatusOK, "ord_drv1", "CANCELLED", false))
+	op.Record(ok(http.StatusOK, "ord_drv1", "CANCELLED", false))
 	fp, _ := idempotency.Fingerprinter{}.Fingerprint(idempotency.Request{Method: "POST", Route: "/v1/orders/{id}/cancel",
 		PathParams: map[string]string{"id": "ord_drv1"}, Body: []byte("{}")})
 	if len(op.AltKeyHashes) != 1 || op.AltKeyHashes[0] != idempotency.HashKey(idempotency.DerivedKey(fp)) {

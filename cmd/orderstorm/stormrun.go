@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/check"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/faultproxy"
+	"github.com/orderly/orderly/internal/spawn"
+	"github.com/orderly/orderly/paysim"
+)
+
+// startProxies puts a fault proxy in front of each base URL and returns
+// the proxies and their URLs, in the same order.
+func startProxies(bases []string, fates faultproxy.Fates, seed uint64) ([]*faultproxy.Proxy, []string, error) {
+	var proxies []*faultproxy.Proxy
+	var urls []string
+	for i, b := range bases {
+		u, err := url.Parse(b)
+		if err == nil {
+			var p *faultproxy.Proxy
+			if p, err = faultproxy.New(u.Host, fates, seed+uint64(i)*7919); err == nil {
+				proxies, urls = append(proxies, p), append(urls, p.URL())
+				continue
+			}
+		}
+		closeAll(proxies)
+		return nil, nil, err
+	}
+	return proxies, urls, nil
+}
+
+func closeAll(proxies []*faultproxy.Proxy) {
+	for _, p := range proxies {
+		_ = p.Close()
+	}
+}
+
+// runStorm runs the storm, reconciles, and checks.
+func runStorm(ctx context.Context, cfg Config, runID string, bases []string, cluster *Cluster, progress io.Writer) (*Result, error) {
+	res := &Result{Mode: "storm", RunID: runID, StartedAt: time.Now().UTC(), Instances: len(bases), Shoppers: cfg.Shoppers,
+		Store: storeOf(cfg.DatabaseURL), Config: cfg}
+	clientBases := bases
+	var proxies []*faultproxy.Proxy
+	if cfg.Fates.Any() || cfg.ForceProxy {
+		var err error
+		if proxies, clientBases, err = startProxies(bases, cfg.Fates, cfg.Seed); err != nil {
+			return nil, err
+		}
+		defer closeAll(proxies)
+	}
+	var admin *paysim.AdminClient
+	var tally *faultTally
+	stormFaults := cfg.PaysimFaults
+	stormFaults.Seed = cfg.Seed
+	if cfg.PaysimURL != "" {
+		admin = paysim.NewAdminClient(cfg.PaysimURL)
+		prev, err := admin.Faults(ctx)
+		if err != nil {
+			return nil, err
+		}
+		before, err := admin.Stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tally = newFaultTally(before)
+		if err := admin.SetFaults(ctx, stormFaults); err != nil {
+			return nil, err
+		}
+		defer func() { _ = admin.SetFaults(context.WithoutCancel(ctx), prev) }()
+	} else {
+		cfg.Mix.MethodFaults, cfg.Mix.SKUFaults = 0, 0 // the one-shot faults are paysim's
+		res.Notes = append(res.Notes, "no -paysim: provider ledger not checked, no provider faults injected")
+	}
+	lat := NewLatencies()
+	sender, err := NewSender(SenderConfig{Bases: clientBases, APIKey: cfg.APIKey, Attempts: cfg.Attempts, Backoff: cfg.Backoff,
+		MaxBackoff: cfg.MaxBackoff, AttemptTimeout: cfg.AttemptTO, Conns: cfg.Shoppers * 2}, lat)
+	if err != nil {
+		return nil, err
+	}
+	defer sender.CloseIdle()
+	rec := book.NewBook(runID, cfg.Tenant)
+	storm := &Storm{Book: rec, Send: sender, Instances: len(bases), Mix: cfg.Mix, Seed: cfg.Seed}
+
+	start := time.Now()
+	stopAt := start.Add(cfg.Duration)
+	chaosCtx, stopChaos := context.WithCancel(ctx)
+	chaosDone := make(chan struct{})
+	var dbKills atomic.Int64
+	var chaos sync.WaitGroup
+	chaosLog := func(f string, a ...any) { logf(progress, f, a...) }
+	if cfg.KillEvery > 0 && cluster != nil {
+		rng := rand.New(rand.NewPCG(cfg.Seed, 99))
+		var beforeKill, afterRestart func()
+		if admin != nil {
+			// A restarted paysim has its startup faults and zeroed counters:
+			// count what it injected, and set the storm's faults again.
+			beforeKill = func() {
+				if st, err := admin.Stats(chaosCtx); err == nil {
+					tally.fold(st)
+				}
+			}
+			afterRestart = func() {
+				tally.restarted()
+				if err := admin.SetFaults(chaosCtx, stormFaults); err != nil {
+					chaosLog("chaos: setting paysim's faults after its restart: %v", err)
+				}
+			}
+		}
+		chaos.Go(func() {
+			cluster.Chaos(chaosCtx, cfg.KillEvery, stopAt, cfg.KillPaysim, rng.IntN, beforeKill, afterRestart, chaosLog)
+		})
+	}
+	if cfg.KillDBEvery > 0 && cluster != nil {
+		chaos.Go(func() { dbKills.Store(KillDBConnections(chaosCtx, cfg.DatabaseURL, cfg.KillDBEvery, stopAt, chaosLog)) })
+	}
+	go func() { chaos.Wait(); close(chaosDone) }()
+	ticker := time.NewTicker(5 * time.Second)
+	tickDone := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-tickDone:
+				return
+			case <-ticker.C:
+				logf(progress, "storm: %d logical ops, %d orders, %d requests", storm.Logical(), storm.orders.Load(), sender.counter.requests.Load())
+			}
+		}
+	}()
+	logf(progress, "storm %s: %d shoppers on %d instance(s), up to %d logical ops or %s (seed %d)",
+		runID, cfg.Shoppers, len(bases), cfg.Ops, cfg.Duration, cfg.Seed)
+	storm.Run(ctx, cfg.Shoppers, cfg.Ops, stopAt)
+	res.Seconds = round3(time.Since(start).Seconds())
+	stopChaos()
+	<-chaosDone
+	ticker.Stop()
+	close(tickDone)
+
+	// Faults off, then every operation without a definitive answer is sent
+	// again with its key until it has one.
+	for _, p := range proxies {
+		p.SetFates(faultproxy.Fates{})
+	}
+	if admin != nil {
+		if err := admin.SetFaults(ctx, paysim.Faults{TimeoutDelay: cfg.PaysimFaults.TimeoutDelay, Seed: cfg.Seed}); err != nil {
+			return nil, err
+		}
+	}
+	if cluster != nil {
+		procs := append([]*spawn.Process{}, cluster.Orderd...)
+		if cluster.Paysim != nil {
+			procs = append(procs, cluster.Paysim)
+		}
+		for _, p := range procs {
+			if p.Exited() {
+				if err := p.Restart(); err != nil {
+					return nil, fmt.Errorf("restarting %s for the reconcile: %w", p.Name(), err)
+				}
+				if p == cluster.Paysim && tally != nil {
+					tally.restarted()
+				}
+			}
+		}
+	}
+	logf(progress, "storm done in %.1fs: %d logical ops; reconciling", res.Seconds, storm.Logical())
+	res.Reconcile.Before, res.Reconcile.After = storm.Reconcile(ctx, time.Now().Add(cfg.Settle), 8)
+
+	// Totals.
+	res.LogicalOps = storm.Logical()
+	res.LogicalByKind = map[string]int{}
+	for _, op := range rec.AllOps() {
+		if !op.Repeat {
+			res.LogicalByKind[op.Kind]++
+		}
+	}
+	res.Orders = len(rec.Orders())
+	res.HTTP = HTTPTotals{ClientRequests: sender.counter.requests.Load(), ClientRetries: sender.retries.Load(),
+		NetworkErrors: sender.counter.neterrs.Load(), ByStatus: sender.counter.Statuses()}
+	for _, p := range proxies {
+		res.Faults.Proxy = res.Faults.Proxy.Add(p.Stats())
+	}
+	res.HTTP.ServerSide = res.Faults.Proxy.Requests
+	res.Duplicates = snapshot(&storm.dups)
+	res.Duplicates["retry after a proxy fault (client or net/http resend)"] = res.Faults.Proxy.Faults()
+	res.Faults.Planned = snapshot(&storm.planned)
+	if cluster != nil {
+		res.Faults.OrderdKilled = cluster.Kills.Load()
+		res.Faults.PaysimKilled = cluster.PaysimKills.Load()
+	}
+	res.Faults.DBConnsKilled = dbKills.Load()
+	res.Latency = lat.Stats()
+
+	// The checks: database and provider ledger.
+	checker := &check.Checker{HTTP500: sender.counter.status(500), DerivedTTL: cfg.DerivedTTL}
+	if admin != nil {
+		after, err := admin.Stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tally.fold(after)
+		res.Faults.Paysim = tally.total()
+		snap, err := admin.Ledger(ctx)
+		if err != nil {
+			return nil, err
+		}
+		checker.Ledger = &snap
+	}
+	if cfg.DatabaseURL == "" {
+		rep := check.Report{ByKind: map[string]int{}, DBStates: map[string]int{}}
+		rep.Add(check.AnomalyHarnessUnreachable, "-", "no -database-url: the database invariants were not checked")
+		res.Check = &rep
+	} else {
+		db, err := check.OpenDB(cfg.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		checker.DB = db
+		rep, err := checker.Check(ctx, rec)
+		if err != nil {
+			return nil, fmt.Errorf("checking: %w", err)
+		}
+		res.Check = &rep
+	}
+	res.Pass = res.Check.Total == 0
+	return res, nil
+}
