@@ -137,9 +137,28 @@ type dbOrder struct {
 }
 
 type dbKey struct {
-	state    string
-	status   sql.NullInt64
-	resource sql.NullString
+	state     string
+	operation sql.NullString
+	errorCode sql.NullString
+	resource  sql.NullString
+}
+
+// agrees reports whether the key's stored outcome is the answer first: the
+// same error code for an error; for a success no error code, and a create
+// (201) exactly when the key's operation is a create. (The key stores no
+// HTTP status: the api derives it from these.)
+func (k dbKey) agrees(first book.Obs) bool {
+	if first.Status < 200 || first.Status >= 300 {
+		return k.errorCode.String == first.Code
+	}
+	return !k.errorCode.Valid && (first.Status == http.StatusCreated) == (k.operation.String == "create")
+}
+
+func (k dbKey) outcome() string {
+	if k.errorCode.Valid {
+		return "error " + k.errorCode.String
+	}
+	return "a successful " + k.operation.String
 }
 
 // orderLedger is what the provider did for one order.
@@ -211,7 +230,7 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 
 	// Their idempotency keys.
 	keys := map[string]dbKey{}
-	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT k.key_hash, k.state, k.status_code, k.resource_id
+	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT k.key_hash, k.state, k.operation, k.error_code, k.resource_id
 		FROM idempotency_keys k
 		WHERE k.tenant_id = $1 AND k.resource_id IN (
 			SELECT o.id FROM orders o WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\')`), b.Tenant, like)
@@ -221,7 +240,7 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 	for rows.Next() {
 		var h string
 		var k dbKey
-		if err := rows.Scan(&h, &k.state, &k.status, &k.resource); err != nil {
+		if err := rows.Scan(&h, &k.state, &k.operation, &k.errorCode, &k.resource); err != nil {
 			rows.Close()
 			return rep, err
 		}
@@ -397,8 +416,8 @@ func (c *Checker) checkOp(rep *Report, op *book.Op, keys map[string]dbKey, byID 
 		rep.Add(AnomalyKeyRecord, ref, "answered %s but idempotency_keys has no record of the %s (%s)", first.Outcome(), describeKey(op), describeObs(obs))
 	case k.state != "completed":
 		rep.Add(AnomalyKeyRecord, ref, "answered %s but the key is %s (%s)", first.Outcome(), k.state, describeObs(obs))
-	case int(k.status.Int64) != first.Status:
-		rep.Add(AnomalyKeyRecord, ref, "answered %s but the key records status %d (%s)", first.Outcome(), k.status.Int64, describeObs(obs))
+	case !k.agrees(*first):
+		rep.Add(AnomalyKeyRecord, ref, "answered %s but the key records %s (%s)", first.Outcome(), k.outcome(), describeObs(obs))
 	case k.resource.String != orderID:
 		rep.Add(AnomalyKeyRecord, ref, "the key records resource %s, not order %s", k.resource.String, orderID)
 	}

@@ -111,7 +111,8 @@ func (f *fixture) order(id, marker, state string) {
 // key records a completed key for op with status.
 func (f *fixture) key(op *book.Op, status int) { f.keyHash(op, op.KeyHash, status) }
 
-// keyHash records a completed key with hash for op's order.
+// keyHash records a completed key with hash for op's order, with the
+// outcome a status stands for: a create for 201, a transition for 200.
 func (f *fixture) keyHash(op *book.Op, hash string, status int) {
 	f.t.Helper()
 	now := time.Now().UTC()
@@ -121,8 +122,12 @@ func (f *fixture) keyHash(op *book.Op, hash string, status int) {
 		created, expires = now.UnixMicro(), now.Add(time.Hour).UnixMicro()
 		derived = map[bool]int{true: 1, false: 0}[!op.Keyed]
 	}
-	f.exec(`INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id, created_at, expires_at)
-		VALUES ($1, $2, 'fp', $3, 'completed', $4, $5, $6, $7)`, testTenant, hash, derived, status, op.Order.ID(), created, expires)
+	operation := map[int]string{http.StatusCreated: "create", http.StatusOK: "pay"}[status]
+	if operation == "" {
+		f.t.Fatalf("fixture: no successful outcome has status %d", status)
+	}
+	f.exec(`INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id, created_at, expires_at)
+		VALUES ($1, $2, 'fp', $3, 'completed', $4, $5, $6, $7)`, testTenant, hash, derived, operation, op.Order.ID(), created, expires)
 }
 
 // attempt records a provider attempt.
