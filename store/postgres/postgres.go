@@ -411,7 +411,7 @@ func translate(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "40001", "40P01", "57P01", "57P02", "57P03", "53300":
+		case "40001", "40P01", "57P01", "57P02", "57P03", "53300", "57014", "55P03":
 			return &apperr.Error{Code: apperr.EUnavailable, Message: "the database asked for a retry: " + pgErr.Code}
 		}
 		return fmt.Errorf("postgres: %w", err)
