@@ -8,4 +8,10 @@
 // http.MaxBytesReader (413 past the limit), must be application/json (415),
 // and are decoded strictly: unknown members, duplicate members, trailing
 // data and malformed JSON are 400s that change nothing.
+//
+// Load is bounded, never queued: Config.MaxInFlight API requests are served
+// at once and one more is refused at once with a 503 "overloaded" problem
+// and Retry-After (the health probes are exempt); Config.RequestTimeout is
+// a deadline on each request's context, past which a request waiting on the
+// store is a 503 "unavailable".
 package api

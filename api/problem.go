@@ -1,10 +1,13 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
@@ -21,37 +24,53 @@ const (
 	codeTooLarge         apperr.Code = "payload_too_large"
 	codeUnsupportedMedia apperr.Code = "unsupported_media_type"
 	codeMethodNotAllowed apperr.Code = "method_not_allowed"
+	// codeOverloaded: the server already serves its limit of requests at
+	// once (Config.MaxInFlight); the request was refused before it did
+	// anything (503 with Retry-After).
+	codeOverloaded apperr.Code = "overloaded"
 )
 
-// problemKind is one row of the table: HTTP status, title, and whether the
-// client should retry later (Retry-After is set).
+// problemKind is one row of the table: HTTP status, title, and, for a
+// problem the client should retry later, the Retry-After in seconds (0: none).
 type problemKind struct {
 	status     int
 	title      string
-	retryAfter bool
+	retryAfter int
 }
 
 // problems is the one table from error code to HTTP status and problem type
 // (RFC 9457 §3.1: type, title, status).
 var problems = map[apperr.Code]problemKind{
-	apperr.EInvalid:             {http.StatusBadRequest, "Invalid request", false},
-	apperr.ENotFound:            {http.StatusNotFound, "Not found", false},
-	apperr.EInvalidTransition:   {http.StatusConflict, "Invalid state transition", false},
-	apperr.EMismatch:            {http.StatusUnprocessableEntity, "Request does not match the order", false},
-	apperr.EDeclined:            {http.StatusPaymentRequired, "Payment declined", false},
-	apperr.EFulfillmentRejected: {http.StatusUnprocessableEntity, "Fulfillment rejected", false},
-	apperr.ERefundRejected:      {http.StatusUnprocessableEntity, "Refund rejected", false},
-	apperr.EKeyReused:           {http.StatusUnprocessableEntity, "Idempotency key reused", false},
-	apperr.EKeyInProgress:       {http.StatusConflict, "Request in progress", true},
-	apperr.EKeyExpired:          {http.StatusUnprocessableEntity, "Idempotency key expired", false},
-	apperr.EOrderBusy:           {http.StatusConflict, "Order busy", true},
-	apperr.EKeyRequired:         {http.StatusBadRequest, "Idempotency key required", false},
-	apperr.EUnavailable:         {http.StatusServiceUnavailable, "Service unavailable", true},
-	apperr.EInternal:            {http.StatusInternalServerError, "Internal error", false},
-	codeUnauthorized:            {http.StatusUnauthorized, "Unauthorized", false},
-	codeTooLarge:                {http.StatusRequestEntityTooLarge, "Payload too large", false},
-	codeUnsupportedMedia:        {http.StatusUnsupportedMediaType, "Unsupported media type", false},
-	codeMethodNotAllowed:        {http.StatusMethodNotAllowed, "Method not allowed", false},
+	apperr.EInvalid:             {http.StatusBadRequest, "Invalid request", 0},
+	apperr.ENotFound:            {http.StatusNotFound, "Not found", 0},
+	apperr.EInvalidTransition:   {http.StatusConflict, "Invalid state transition", 0},
+	apperr.EMismatch:            {http.StatusUnprocessableEntity, "Request does not match the order", 0},
+	apperr.EDeclined:            {http.StatusPaymentRequired, "Payment declined", 0},
+	apperr.EFulfillmentRejected: {http.StatusUnprocessableEntity, "Fulfillment rejected", 0},
+	apperr.ERefundRejected:      {http.StatusUnprocessableEntity, "Refund rejected", 0},
+	apperr.EKeyReused:           {http.StatusUnprocessableEntity, "Idempotency key reused", 0},
+	apperr.EKeyInProgress:       {http.StatusConflict, "Request in progress", 1},
+	apperr.EKeyExpired:          {http.StatusUnprocessableEntity, "Idempotency key expired", 0},
+	apperr.EOrderBusy:           {http.StatusConflict, "Order busy", 1},
+	apperr.EKeyRequired:         {http.StatusBadRequest, "Idempotency key required", 0},
+	apperr.EUnavailable:         {http.StatusServiceUnavailable, "Service unavailable", 2},
+	apperr.EInternal:            {http.StatusInternalServerError, "Internal error", 0},
+	codeUnauthorized:            {http.StatusUnauthorized, "Unauthorized", 0},
+	codeTooLarge:                {http.StatusRequestEntityTooLarge, "Payload too large", 0},
+	codeUnsupportedMedia:        {http.StatusUnsupportedMediaType, "Unsupported media type", 0},
+	codeMethodNotAllowed:        {http.StatusMethodNotAllowed, "Method not allowed", 0},
+	codeOverloaded:              {http.StatusServiceUnavailable, "Server overloaded", 1},
+}
+
+// retryAfter returns the Retry-After value (RFC 9110 §10.2.3) of a row: its
+// seconds plus up to as many again, at random, so that clients refused in
+// the same instant (an overload, a database timeout) come back spread over a
+// window rather than in one wave. The rows ask for 1s (so 1–2s) where a slot
+// or a key frees as soon as one request or provider call ends (overloaded,
+// in progress, order busy), and 2s (2–4s) after a dependency failed or timed
+// out, which takes longer to recover.
+func retryAfter(seconds int) string {
+	return strconv.Itoa(seconds + rand.IntN(seconds+1))
 }
 
 // statusOf returns the HTTP status for an error code (500 for an unknown
@@ -89,14 +108,18 @@ type Problem struct {
 	Errors   []apperr.FieldError `json:"errors,omitempty"`
 }
 
-// retryAfterSeconds is the Retry-After sent with retryable problems.
-const retryAfterSeconds = "1"
-
 // writeError writes err as problem+json. An error that is not an
-// *apperr.Error is logged and answered as a bare 500, never with its text.
+// *apperr.Error is logged and answered as a bare 500, never with its text —
+// unless it is the request's own deadline or cancellation, which is a 503
+// like the stores' translation of it: a request past its deadline is never
+// a 500.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var oe *apperr.Error
-	if !errors.As(err, &oe) {
+	switch {
+	case errors.As(err, &oe):
+	case r.Context().Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		oe = &apperr.Error{Code: apperr.EUnavailable, Message: "the request was cancelled or timed out"}
+	default:
 		log.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
 		oe = &apperr.Error{Code: apperr.EInternal, Message: "an unexpected error occurred; it has been logged"}
 	}
@@ -107,8 +130,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if !ok {
 		k = problems[apperr.EInternal]
 	}
-	if k.retryAfter {
-		w.Header().Set("Retry-After", retryAfterSeconds)
+	if k.retryAfter > 0 {
+		w.Header().Set("Retry-After", retryAfter(k.retryAfter))
 	}
 	p := Problem{
 		Type:     ProblemBaseURI + string(oe.Code),

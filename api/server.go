@@ -38,6 +38,17 @@ type Config struct {
 	MaxBodyBytes int64
 	// Logger receives request logs (default slog.Default()).
 	Logger *slog.Logger
+	// MaxInFlight bounds the API requests served at once; one more is
+	// refused at once with a 503 "overloaded" problem and Retry-After,
+	// never queued. The health probes /healthz and /readyz are not counted
+	// and never refused. Zero means no bound.
+	MaxInFlight int
+	// RequestTimeout is the deadline of each API request's context, from
+	// its admission: a request still waiting on the store then is answered
+	// with a 503 "unavailable" problem and Retry-After. A provider call the
+	// service has started finishes past it, bounded by its lease. Zero
+	// means no deadline.
+	RequestTimeout time.Duration
 }
 
 type server struct {
@@ -84,6 +95,12 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	})
 	r.Get("/readyz", s.ready)
 	r.Route("/v1", func(r chi.Router) {
+		if cfg.MaxInFlight > 0 {
+			r.Use(s.admit(cfg.MaxInFlight))
+		}
+		if cfg.RequestTimeout > 0 {
+			r.Use(deadline(cfg.RequestTimeout))
+		}
 		r.Use(s.authenticate)
 		r.Post("/orders", s.createOrder)
 		r.Get("/orders", s.listOrders)

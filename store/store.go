@@ -47,16 +47,45 @@ var ErrLeaseLost = errors.New("store: lease lost")
 var ErrUnavailable = &apperr.Error{Code: apperr.EUnavailable,
 	Message: "the database is unavailable; retry with the same Idempotency-Key"}
 
-// Unavailable wraps cause (logged, never shown to clients) with
+// Unavailable wraps cause (logged, never shown to clients) as an
 // ErrUnavailable.
 func Unavailable(cause error) error {
 	return &unavailableError{cause: cause}
 }
 
-type unavailableError struct{ cause error }
+// UnavailableBecause is Unavailable with a reason a client may read (such
+// as the SQLSTATE of a lock timeout), which replaces ErrUnavailable's
+// generic message in the *apperr.Error that errors.As finds.
+func UnavailableBecause(reason string, cause error) error {
+	return &unavailableError{reason: reason, cause: cause}
+}
 
-func (e *unavailableError) Error() string   { return "store unavailable: " + e.cause.Error() }
-func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.cause} }
+type unavailableError struct {
+	reason string
+	cause  error
+}
+
+func (e *unavailableError) Error() string { return "store unavailable: " + e.cause.Error() }
+
+// Is reports whether target is ErrUnavailable.
+func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// As sets target, an **apperr.Error, to an EUnavailable error with the
+// reason.
+func (e *unavailableError) As(target any) bool {
+	p, ok := target.(**apperr.Error)
+	if !ok {
+		return false
+	}
+	if e.reason == "" {
+		*p = ErrUnavailable
+	} else {
+		*p = &apperr.Error{Code: apperr.EUnavailable, Message: e.reason + "; retry with the same Idempotency-Key"}
+	}
+	return true
+}
+
+func (e *unavailableError) Unwrap() error { return e.cause }
 
 // ErrAttemptInFlight is returned when another provider attempt on the same
 // order is still open (pending or unknown): two provider calls on one order

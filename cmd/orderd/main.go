@@ -6,6 +6,11 @@
 // with a postgres:// URL several orderd processes share one database.
 // Migrations are applied at start. SIGINT or SIGTERM shuts down gracefully:
 // in-flight requests finish, then the store closes.
+//
+// Load is bounded, never queued: at most -max-in-flight API requests are
+// served at once (one more is a 503 with Retry-After), each has a deadline
+// of -request-timeout, and on PostgreSQL a pool of -db-max-conns connections
+// whose sessions carry statement_timeout and lock_timeout.
 package main
 
 import (
@@ -15,14 +20,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/orderly/orderly/api"
@@ -62,29 +71,49 @@ func main() {
 
 // Config is orderd's configuration, parsed once by ParseConfig.
 type Config struct {
-	Addr                string
-	DatabaseURL         string
-	DataDir             string
-	APIKeys             map[string]string // API key → tenant
-	Policy              idempotency.Policy
-	KeyTTL              time.Duration
-	DerivedKeyTTL       time.Duration
-	VolatileFields      []string
-	MaxBodyBytes        int64
-	ShutdownTimeout     time.Duration
-	PaymentURL          string
-	WarehouseURL        string
-	ProviderTimeout     time.Duration
-	LeaseDuration       time.Duration
-	MaxWait             time.Duration
-	TombstoneTTL        time.Duration
-	CompleterInterval   time.Duration
-	SweepInterval       time.Duration
+	Addr              string
+	DatabaseURL       string
+	DataDir           string
+	APIKeys           map[string]string // API key → tenant
+	Policy            idempotency.Policy
+	KeyTTL            time.Duration
+	DerivedKeyTTL     time.Duration
+	VolatileFields    []string
+	MaxBodyBytes      int64
+	ShutdownTimeout   time.Duration
+	PaymentURL        string
+	WarehouseURL      string
+	ProviderTimeout   time.Duration
+	LeaseDuration     time.Duration
+	MaxWait           time.Duration
+	TombstoneTTL      time.Duration
+	CompleterInterval time.Duration
+	SweepInterval     time.Duration
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
-	GroupCommit bool
+	GroupCommit         bool
 	LogLevel            slog.Level
+	MaxInFlight         int           // API requests served at once; more are refused (503)
+	RequestTimeout      time.Duration // deadline of each API request
+	DBMaxConns          int           // PostgreSQL pool size (after ParseConfig: never 0)
+	DBStatementTimeout  time.Duration // statement_timeout of each PostgreSQL session
+	DBLockTimeout       time.Duration // lock_timeout of each PostgreSQL session
 	usingDevelopmentKey bool
 }
+
+// Defaults of the load bounds.
+const (
+	DefaultMaxInFlight        = 64
+	DefaultRequestTimeout     = 15 * time.Second
+	DefaultDBStatementTimeout = 5 * time.Second
+	DefaultDBLockTimeout      = 2 * time.Second
+	// MaxDerivedDBConns caps the pool size derived from -max-in-flight:
+	// past a few dozen connections per instance PostgreSQL gains little
+	// throughput, and several instances share its max_connections.
+	MaxDerivedDBConns = 32
+	// DBMinConns is the pool's floor of open connections, so the first
+	// requests after a quiet spell do not each pay a connection setup.
+	DBMinConns = 2
+)
 
 // ParseConfig parses args and ORDERD_* environment variables. Errors name
 // the bad setting.
@@ -115,6 +144,11 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
 	fs.BoolVar(&c.GroupCommit, "group-commit", true, "coalesce concurrent creates into one transaction per group (env ORDERD_GROUP_COMMIT)")
+	fs.IntVar(&c.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "API requests served at once; one more is refused with 503 and Retry-After (health probes are exempt)")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of each API request (503 and Retry-After past it); must exceed -max-wait")
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL pool size; 0 derives min(-max-in-flight, %d); a pool_max_conns URL parameter wins", MaxDerivedDBConns))
+	fs.DurationVar(&c.DBStatementTimeout, "db-statement-timeout", DefaultDBStatementTimeout, "statement_timeout of orderd's PostgreSQL sessions; a statement_timeout URL parameter wins")
+	fs.DurationVar(&c.DBLockTimeout, "db-lock-timeout", DefaultDBLockTimeout, "lock_timeout of orderd's PostgreSQL sessions, below -db-statement-timeout; a lock_timeout URL parameter wins")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if !strings.Contains(f.Usage, env) {
@@ -136,6 +170,9 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	if c.CompleterInterval <= 0 || c.SweepInterval <= 0 || c.MaxWait < 0 {
 		return c, errors.New("-completer-interval and -sweep-interval must be positive")
+	}
+	if err := c.checkLoadBounds(); err != nil {
+		return c, err
 	}
 	if c.WarehouseURL == "" {
 		c.WarehouseURL = c.PaymentURL
@@ -171,6 +208,37 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	return c, nil
 }
 
+// checkLoadBounds validates the admission bound, the deadlines and the pool
+// size, and derives the pool size when it is 0.
+func (c *Config) checkLoadBounds() error {
+	if c.MaxInFlight < 1 {
+		return fmt.Errorf("-max-in-flight (ORDERD_MAX_IN_FLIGHT) must be at least 1, not %d", c.MaxInFlight)
+	}
+	maxWait := c.MaxWait
+	if maxWait == 0 {
+		maxWait = service.DefaultMaxWait // what the service takes for 0
+	}
+	if c.RequestTimeout <= maxWait {
+		return fmt.Errorf("-request-timeout (ORDERD_REQUEST_TIMEOUT) must exceed -max-wait (ORDERD_MAX_WAIT, %s), so that a Prefer: wait can run its course; got %s",
+			maxWait, c.RequestTimeout)
+	}
+	if c.DBMaxConns < 0 || c.DBMaxConns > math.MaxInt32 {
+		return fmt.Errorf("-db-max-conns (ORDERD_DB_MAX_CONNS) must be at least 1, or 0 to derive it from -max-in-flight; got %d", c.DBMaxConns)
+	}
+	if c.DBMaxConns == 0 {
+		c.DBMaxConns = min(c.MaxInFlight, MaxDerivedDBConns)
+	}
+	// PostgreSQL counts these timeouts in milliseconds, and 0 turns them off.
+	if c.DBStatementTimeout < time.Millisecond {
+		return fmt.Errorf("-db-statement-timeout (ORDERD_DB_STATEMENT_TIMEOUT) must be at least 1ms, not %s", c.DBStatementTimeout)
+	}
+	if c.DBLockTimeout < time.Millisecond || c.DBLockTimeout >= c.DBStatementTimeout {
+		return fmt.Errorf("-db-lock-timeout (ORDERD_DB_LOCK_TIMEOUT) must be at least 1ms and below -db-statement-timeout (%s), not %s",
+			c.DBStatementTimeout, c.DBLockTimeout)
+	}
+	return nil
+}
+
 // parseAPIKeys parses "tenant:key,tenant:key".
 func parseAPIKeys(spec string) (map[string]string, error) {
 	out := map[string]string{}
@@ -194,12 +262,12 @@ func parseAPIKeys(spec string) (map[string]string, error) {
 // Run serves until ctx is done, then shuts down gracefully.
 func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel}))
-	st, kind, err := openStore(ctx, c)
+	st, attrs, err := openStore(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	log.Info("store ready", "store", kind)
+	log.Info("store ready", attrs...)
 
 	gw, wh, err := providers(c)
 	if err != nil {
@@ -236,21 +304,26 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		}
 	})
 	handler := api.New(svc, api.Config{
-		APIKeys:       c.APIKeys,
-		Policy:        c.Policy,
-		Fingerprinter: idempotency.Fingerprinter{VolatileFields: c.VolatileFields},
-		MaxBodyBytes:  c.MaxBodyBytes,
-		Logger:        log,
+		APIKeys:        c.APIKeys,
+		Policy:         c.Policy,
+		Fingerprinter:  idempotency.Fingerprinter{VolatileFields: c.VolatileFields},
+		MaxBodyBytes:   c.MaxBodyBytes,
+		Logger:         log,
+		MaxInFlight:    c.MaxInFlight,
+		RequestTimeout: c.RequestTimeout,
 	})
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
 	}
+	// A response may come as late as the request's deadline plus a provider
+	// call's lease: the service finishes a call it has started.
+	writeTimeout := max(60*time.Second, c.RequestTimeout+c.LeaseDuration+10*time.Second)
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
+		WriteTimeout:      writeTimeout,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -259,7 +332,8 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 			"tenant", DevTenant)
 		fmt.Fprintf(logOut, "\n  *** DEVELOPMENT MODE: use  Authorization: Bearer %s  (tenant %q) ***\n\n", DevAPIKey, DevTenant)
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "idempotency_policy", string(c.Policy), "group_commit", c.GroupCommit)
+	log.Info("listening", "addr", ln.Addr().String(), "idempotency_policy", string(c.Policy),
+		"max_in_flight", c.MaxInFlight, "request_timeout", c.RequestTimeout.String(), "group_commit", c.GroupCommit)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -315,11 +389,59 @@ func every(ctx context.Context, interval time.Duration, fn func(context.Context)
 	}
 }
 
-func openStore(ctx context.Context, c Config) (store.Store, string, error) {
-	if c.DatabaseURL != "" {
-		st, err := postgres.Open(ctx, c.DatabaseURL)
-		return st, "postgres", err
+// openStore opens the configured store and returns it with log attributes
+// describing it.
+func openStore(ctx context.Context, c Config) (store.Store, []any, error) {
+	if c.DatabaseURL == "" {
+		st, err := sqlite.Open(ctx, c.DataDir)
+		return st, []any{"store", "sqlite"}, err
 	}
-	st, err := sqlite.Open(ctx, c.DataDir)
-	return st, "sqlite", err
+	pc, err := poolConfig(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := postgres.OpenConfig(ctx, pc)
+	rp := pc.ConnConfig.RuntimeParams
+	return st, []any{"store", "postgres", "pool_max_conns", pc.MaxConns, "pool_min_conns", pc.MinConns,
+		"statement_timeout", rp["statement_timeout"], "lock_timeout", rp["lock_timeout"]}, err
+}
+
+// poolConfig is the PostgreSQL pool configuration of c.DatabaseURL with
+// orderd's sizing and session timeouts: MaxConns c.DBMaxConns, MinConns
+// DBMinConns (at most MaxConns), and the runtime parameters
+// statement_timeout and lock_timeout on every connection. What the URL sets
+// itself (pool_max_conns, pool_min_conns, statement_timeout, lock_timeout)
+// wins: it is the more specific setting.
+func poolConfig(c Config) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("-database-url (ORDERD_DATABASE_URL): %w", err)
+	}
+	u, err := url.Parse(c.DatabaseURL)
+	if err != nil {
+		return nil, errors.New("-database-url (ORDERD_DATABASE_URL) is not a URL")
+	}
+	q := u.Query()
+	if !q.Has("pool_max_conns") {
+		pc.MaxConns = int32(c.DBMaxConns)
+	}
+	if !q.Has("pool_min_conns") {
+		pc.MinConns = min(DBMinConns, pc.MaxConns)
+	}
+	if pc.MinConns > pc.MaxConns {
+		return nil, fmt.Errorf("-database-url (ORDERD_DATABASE_URL): pool_min_conns %d exceeds the pool size %d", pc.MinConns, pc.MaxConns)
+	}
+	rp := pc.ConnConfig.RuntimeParams
+	for name, d := range map[string]time.Duration{"statement_timeout": c.DBStatementTimeout, "lock_timeout": c.DBLockTimeout} {
+		if _, set := rp[name]; !set {
+			rp[name] = milliseconds(d)
+		}
+	}
+	return pc, nil
+}
+
+// milliseconds formats d as a PostgreSQL time setting, rounded up to whole
+// milliseconds (the unit of statement_timeout and lock_timeout).
+func milliseconds(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10) + "ms"
 }

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -210,4 +213,260 @@ func TestParseConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseConfigLoadBounds: the admission bound, the deadlines and the pool
+// size have working defaults, the pool size follows the in-flight bound, and
+// a value that would bound nothing is refused with a message naming it.
+func TestParseConfigLoadBounds(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		c, err := ParseConfig(nil, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.MaxInFlight != 64 || c.RequestTimeout != 15*time.Second || c.DBMaxConns != 32 ||
+			c.DBStatementTimeout != 5*time.Second || c.DBLockTimeout != 2*time.Second {
+			t.Errorf("load bounds = in-flight %d, request %s, pool %d, statement %s, lock %s; want 64, 15s, 32, 5s, 2s",
+				c.MaxInFlight, c.RequestTimeout, c.DBMaxConns, c.DBStatementTimeout, c.DBLockTimeout)
+		}
+	})
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		wantPool int
+	}{
+		{"a small in-flight bound sizes the pool", map[string]string{"ORDERD_MAX_IN_FLIGHT": "8"}, 8},
+		{"a large in-flight bound is capped", map[string]string{"ORDERD_MAX_IN_FLIGHT": "500"}, 32},
+		{"an explicit pool size wins", map[string]string{"ORDERD_MAX_IN_FLIGHT": "8", "ORDERD_DB_MAX_CONNS": "50"}, 50},
+		{"zero derives", map[string]string{"ORDERD_MAX_IN_FLIGHT": "16", "ORDERD_DB_MAX_CONNS": "0"}, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			c, err := ParseConfig(nil, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.DBMaxConns != tc.wantPool {
+				t.Errorf("DBMaxConns = %d, want %d", c.DBMaxConns, tc.wantPool)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, env, value string
+	}{
+		{"no requests admitted", "ORDERD_MAX_IN_FLIGHT", "0"},
+		{"negative in-flight bound", "ORDERD_MAX_IN_FLIGHT", "-1"},
+		{"no request deadline", "ORDERD_REQUEST_TIMEOUT", "0s"},
+		{"negative request deadline", "ORDERD_REQUEST_TIMEOUT", "-5s"},
+		{"request deadline within max-wait", "ORDERD_REQUEST_TIMEOUT", "10s"},
+		{"negative pool size", "ORDERD_DB_MAX_CONNS", "-1"},
+		{"no statement timeout", "ORDERD_DB_STATEMENT_TIMEOUT", "0s"},
+		{"sub-millisecond statement timeout", "ORDERD_DB_STATEMENT_TIMEOUT", "500us"},
+		{"no lock timeout", "ORDERD_DB_LOCK_TIMEOUT", "0s"},
+		{"negative lock timeout", "ORDERD_DB_LOCK_TIMEOUT", "-1s"},
+		{"lock timeout not below statement timeout", "ORDERD_DB_LOCK_TIMEOUT", "5s"},
+	} {
+		t.Run("refuses "+tc.name, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			_, err := ParseConfig(nil, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.env) {
+				t.Errorf("%s=%s: err = %v, want an error naming %s", tc.env, tc.value, err, tc.env)
+			}
+		})
+	}
+}
+
+// TestPoolConfig: the PostgreSQL pool gets orderd's size and per-session
+// timeouts, and what the URL sets itself wins.
+func TestPoolConfig(t *testing.T) {
+	const base = "postgres://orderly@127.0.0.1:5432/orderly?sslmode=disable"
+	for _, tc := range []struct {
+		name                string
+		url                 string
+		env                 map[string]string
+		maxConns, minConns  int32
+		statement, lockWait string
+	}{
+		{name: "defaults", url: base, maxConns: 32, minConns: 2, statement: "5000ms", lockWait: "2000ms"},
+		{name: "sized from the in-flight bound", url: base, env: map[string]string{"ORDERD_MAX_IN_FLIGHT": "1"},
+			maxConns: 1, minConns: 1, statement: "5000ms", lockWait: "2000ms"},
+		{name: "configured", url: base, env: map[string]string{"ORDERD_DB_MAX_CONNS": "12",
+			"ORDERD_DB_STATEMENT_TIMEOUT": "1500ms", "ORDERD_DB_LOCK_TIMEOUT": "250ms"},
+			maxConns: 12, minConns: 2, statement: "1500ms", lockWait: "250ms"},
+		{name: "rounded up to whole milliseconds", url: base, env: map[string]string{"ORDERD_DB_LOCK_TIMEOUT": "1.2ms"},
+			maxConns: 32, minConns: 2, statement: "5000ms", lockWait: "2ms"},
+		{name: "the URL's settings win", url: base + "&pool_max_conns=7&pool_min_conns=3&statement_timeout=900&lock_timeout=100",
+			env:      map[string]string{"ORDERD_DB_MAX_CONNS": "12"},
+			maxConns: 7, minConns: 3, statement: "900", lockWait: "100"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ORDERD_DATABASE_URL", tc.url)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			c, err := ParseConfig(nil, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := poolConfig(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp := pc.ConnConfig.RuntimeParams
+			if pc.MaxConns != tc.maxConns || pc.MinConns != tc.minConns ||
+				rp["statement_timeout"] != tc.statement || rp["lock_timeout"] != tc.lockWait {
+				t.Errorf("pool = max %d, min %d, statement_timeout %q, lock_timeout %q; want %d, %d, %q, %q",
+					pc.MaxConns, pc.MinConns, rp["statement_timeout"], rp["lock_timeout"],
+					tc.maxConns, tc.minConns, tc.statement, tc.lockWait)
+			}
+		})
+	}
+}
+
+// TestRefusesToStartWithBadLoadBounds runs orderd with a meaningless
+// setting: it exits 2 before listening, with a message naming the setting.
+func TestRefusesToStartWithBadLoadBounds(t *testing.T) {
+	bin := proctest.Build(t, "github.com/orderly/orderly/cmd/orderd")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "ORDERD_ADDR=127.0.0.1:0", "ORDERD_MAX_IN_FLIGHT=0")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("orderd with ORDERD_MAX_IN_FLIGHT=0: %v, want exit status 2\n%s", err, out)
+	}
+	if want := "orderd: -max-in-flight (ORDERD_MAX_IN_FLIGHT) must be at least 1"; !strings.Contains(string(out), want) {
+		t.Errorf("output = %q, want %q", out, want)
+	}
+}
+
+// TestDatabaseTimeoutsAre503s runs orderd on PostgreSQL with short session
+// timeouts and makes a cancel's write wait on the database: for a row lock
+// another session holds (lock_timeout must fire), then in a slow trigger
+// (statement_timeout must fire). Each is a 503 problem with Retry-After
+// whose detail names the SQLSTATE, so it is known which bound ended the wait
+// (the lease, which also bounds that write, is longer). Nothing final is
+// stored: once the key's lease has lapsed, the retry with the same key
+// cancels the order.
+func TestDatabaseTimeoutsAre503s(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	p := start(t, "ORDERD_DATABASE_URL="+url, "ORDERD_DB_LOCK_TIMEOUT=200ms", "ORDERD_DB_STATEMENT_TIMEOUT=2s",
+		"ORDERD_PROVIDER_TIMEOUT=1s", "ORDERD_LEASE=8s", "ORDERD_COMPLETER_INTERVAL=1h")
+	t.Cleanup(func() { p.stop(t) }) // after the parallel subtests
+	ctx := context.Background()
+	// An update of an order listed in test_slow_orders sleeps in a trigger.
+	// This test's own database gets them before any traffic, so that no
+	// DDL lock gets in the way of the subtests' statements.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `
+		CREATE TABLE test_slow_orders (id text PRIMARY KEY);
+		CREATE FUNCTION test_slow_update() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF EXISTS (SELECT 1 FROM test_slow_orders WHERE id = OLD.id) THEN
+				PERFORM pg_sleep(60);
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_slow_update BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION test_slow_update();`)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name, sqlstate string
+		// obstruct gets in the way of a write of order id through conn;
+		// the returned function removes the obstacle.
+		obstruct func(t *testing.T, conn *pgx.Conn, id string) func()
+	}{
+		{"a row lock held elsewhere ends with lock_timeout", "55P03", func(t *testing.T, conn *pgx.Conn, id string) func() {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id); err != nil {
+				t.Fatal(err)
+			}
+			return func() { _ = tx.Rollback(ctx) }
+		}},
+		{"a slow statement ends with statement_timeout", "57014", func(t *testing.T, conn *pgx.Conn, id string) func() {
+			if _, err := conn.Exec(ctx, `INSERT INTO test_slow_orders VALUES ($1)`, id); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if _, err := conn.Exec(ctx, `DELETE FROM test_slow_orders WHERE id = $1`, id); err != nil {
+					t.Error(err)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			body := strings.Replace(orderBody, "cus_proc", "cus_timeout_"+tc.sqlstate, 1) // an order of its own
+			created := post(t, p.addr, "/v1/orders", "", body)
+			if created.status != http.StatusCreated || created.replayed {
+				t.Fatalf("create = %+v, want a fresh 201", created)
+			}
+			key := "cancel-" + tc.sqlstate
+			remove := tc.obstruct(t, conn, created.id)
+			r := postProblem(t, p.addr, "/v1/orders/"+created.id+"/cancel", key)
+			remove()
+			if r.status != http.StatusServiceUnavailable || r.contentType != "application/problem+json" ||
+				r.problemType != "https://orderly.dev/problems/unavailable" || r.retryAfter == "" ||
+				!strings.Contains(r.detail, tc.sqlstate) {
+				t.Fatalf("cancel = %+v, want a 503 unavailable problem with Retry-After naming %s", r, tc.sqlstate)
+			}
+			// The failed write leaves the key held until its lease lapses:
+			// until then a retry is told to come back later.
+			for deadline := time.Now().Add(time.Minute); ; {
+				r = postProblem(t, p.addr, "/v1/orders/"+created.id+"/cancel", key)
+				if r.status != http.StatusConflict || r.problemType != "https://orderly.dev/problems/idempotency_key_in_progress" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the key is still in progress a minute later: %+v", r)
+				}
+				secs, _ := strconv.Atoi(r.retryAfter)
+				time.Sleep(time.Duration(max(secs, 1)) * time.Second)
+			}
+			if r.status != http.StatusOK || r.state != "CANCELLED" {
+				t.Errorf("retry = %+v, want 200 CANCELLED", r)
+			}
+		})
+	}
+}
+
+// problemReply is a response as TestDatabaseTimeoutsAre503s inspects it:
+// a problem's type and detail, or an order's state.
+type problemReply struct {
+	status                  int
+	problemType, detail     string
+	retryAfter, contentType string
+	state                   string
+}
+
+// postProblem posts an empty body to path with key, through a client whose
+// timeout fails a request that hangs.
+func postProblem(t *testing.T, addr, path, key string) problemReply {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	var p struct{ Type, Detail, State string }
+	_ = json.NewDecoder(resp.Body).Decode(&p)
+	return problemReply{resp.StatusCode, p.Type, p.Detail, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), p.State}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
@@ -50,6 +51,14 @@ type Options struct {
 	// NoGroupCommit turns group commit off (orderd's default is on, and so
 	// is the stack's).
 	NoGroupCommit bool
+	// MaxInFlight and RequestTimeout are the API's admission bound and
+	// per-request deadline (api.Config); zero means none.
+	MaxInFlight    int
+	RequestTimeout time.Duration
+	// WrapGateway, if set, wraps Env.Gateway in what the service calls, so
+	// a test can hold or observe provider calls. Env.Gateway stays the
+	// simulator underneath, for counting captures.
+	WrapGateway func(payment.Gateway) payment.Gateway
 }
 
 // Env is a running stack.
@@ -79,13 +88,19 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		}
 	}
 	e.Store = Open(t, kind, e.Location)
-	e.Service = service.New(e.Store, e.Gateway, e.Warehouse, service.Config{
+	var gw payment.Gateway = e.Gateway
+	if opt.WrapGateway != nil {
+		gw = opt.WrapGateway(gw)
+	}
+	e.Service = service.New(e.Store, gw, e.Warehouse, service.Config{
 		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, GroupCommit: !opt.NoGroupCommit,
 	})
 	e.Server = httptest.NewServer(api.New(e.Service, api.Config{
-		APIKeys:      map[string]string{KeyA: TenantA, KeyB: TenantB},
-		Policy:       opt.Policy,
-		MaxBodyBytes: opt.MaxBodyBytes,
+		APIKeys:        map[string]string{KeyA: TenantA, KeyB: TenantB},
+		Policy:         opt.Policy,
+		MaxBodyBytes:   opt.MaxBodyBytes,
+		MaxInFlight:    opt.MaxInFlight,
+		RequestTimeout: opt.RequestTimeout,
 	}))
 	t.Cleanup(e.Close)
 	return e

@@ -317,7 +317,7 @@ func translate(err error) error {
 				return sentinel
 			}
 		case "40001", "40P01", "57014", "55P03", "57P01", "57P02", "57P03", "53300":
-			return store.Unavailable(err)
+			return store.UnavailableBecause("the database asked for a retry: "+pgErr.Code, err)
 		}
 		return fmt.Errorf("postgres: %w", err)
 	}

@@ -1,0 +1,69 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/orderly/orderly/apperr"
+)
+
+// TestWriteErrorPastTheRequestDeadline: an error that is the request's own
+// deadline (or cancellation), however wrapped, is a 503 with Retry-After,
+// never a 500; the same error on a live request is still an internal error.
+func TestWriteErrorPastTheRequestDeadline(t *testing.T) {
+	t.Parallel()
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err := fmt.Errorf("waiting for the holder: %w", context.DeadlineExceeded)
+	for _, tc := range []struct {
+		name       string
+		ctx        context.Context
+		status     int
+		code       apperr.Code
+		retryAfter bool
+	}{
+		{"past its deadline", expired, http.StatusServiceUnavailable, apperr.EUnavailable, true},
+		{"within its deadline", context.Background(), http.StatusInternalServerError, apperr.EInternal, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequestWithContext(tc.ctx, http.MethodGet, "/v1/orders", nil)
+			writeError(w, r, slog.New(slog.NewTextHandler(io.Discard, nil)), err)
+			var p Problem
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+				t.Fatal(err)
+			}
+			if w.Code != tc.status || p.Type != ProblemBaseURI+string(tc.code) {
+				t.Errorf("answer = %d %s, want %d %s", w.Code, p.Type, tc.status, tc.code)
+			}
+			if got := w.Header().Get("Retry-After") != ""; got != tc.retryAfter {
+				t.Errorf("Retry-After present = %v, want %v", got, tc.retryAfter)
+			}
+		})
+	}
+}
+
+// TestRetryAfterIsSpread: a row's Retry-After is its seconds plus up to as
+// many again, so refused clients do not all return in the same second.
+func TestRetryAfterIsSpread(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 200 {
+		seen[retryAfter(2)] = true
+	}
+	for v := range seen {
+		if v != "2" && v != "3" && v != "4" {
+			t.Fatalf("retryAfter(2) = %q, want 2, 3 or 4", v)
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("retryAfter(2) gave only %v in 200 draws, want a spread", seen)
+	}
+}
