@@ -15,6 +15,7 @@ import (
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/testmode"
 )
 
 // heldGateway holds every charge until the test lets it go: a charge sends
@@ -70,7 +71,7 @@ func payAsync(env *testenv.Env, o order.Order, key string) <-chan reply {
 	out := make(chan reply, 1)
 	go func() {
 		r, err := send(env, call{Method: http.MethodPost, Path: eventPath(o.ID, order.EventPay), APIKey: testenv.KeyA,
-			IdemKey: key, Body: payBody(o, payment.TestMethodApproved)})
+			IdemKey: key, Body: payBody(o, testmode.MethodApproved)})
 		if err != nil {
 			r = reply{Status: -1, Body: []byte(err.Error())}
 		}
