@@ -16,11 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
@@ -430,23 +426,11 @@ func startLeased(ctx context.Context, e executor, c idempotency.Record, in store
 	return st, nil
 }
 
-// inTx runs fn in a transaction (BEGIN IMMEDIATE, set by the DSN), committing
-// when fn returns nil and rolling back otherwise. A commit error is returned,
-// never lost.
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return translate(err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return translate(err)
-	}
-	return translate(tx.Commit())
+// inTx runs fn in a transaction (BEGIN IMMEDIATE, set by the DSN) with
+// sqlitefile.InTx: it commits when fn returns nil and rolls back otherwise;
+// a commit error is returned, never lost.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return translate(sqlitefile.InTx(ctx, s.db, fn))
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -544,7 +528,8 @@ func zeroOrTime(v sql.NullInt64) time.Time {
 
 // translate maps driver errors to the store's vocabulary: no rows →
 // ErrNotFound; SQLITE_BUSY/LOCKED (after the busy timeout), a closed
-// database or a cancelled context → ErrUnavailable. It is idempotent.
+// database, an I/O error (disk full) or a cancelled context →
+// ErrUnavailable. It is idempotent.
 func translate(err error) error {
 	if err == nil {
 		return nil
@@ -561,14 +546,11 @@ func translate(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return store.Unavailable(err)
-		}
-	}
-	if strings.Contains(err.Error(), "database is closed") {
+	// Busy past the busy timeout, closed, or an I/O error (disk full): a
+	// retry may succeed; after an I/O error in COMMIT the retry with the
+	// same key finds out whether it committed.
+	if err := sqlitefile.Translate(err); errors.Is(err, sqlitefile.ErrBusy) ||
+		errors.Is(err, sqlitefile.ErrClosed) || errors.Is(err, sqlitefile.ErrIO) {
 		return store.Unavailable(err)
 	}
 	return fmt.Errorf("sqlite: %w", err)
