@@ -184,7 +184,8 @@ type Holder struct {
 }
 
 // NewOrder is one create of a group commit: the key to claim as completed
-// (nil for none) and the order to insert if the claim wins.
+// (nil for none; its TenantID is the order's) and the order to insert if the
+// claim wins.
 type NewOrder struct {
 	Key   *idempotency.Record
 	Order order.Order

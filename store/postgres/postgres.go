@@ -304,7 +304,7 @@ func translate(err error) error {
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return store.Unavailable(err)
+		return store.UnavailableBecause("the request timed out or was cancelled", err)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrNotFound

@@ -541,7 +541,7 @@ func translate(err error) error {
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return store.Unavailable(err)
+		return store.UnavailableBecause("the request timed out or was cancelled", err)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound

@@ -101,6 +101,18 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		testConcurrency(t, open)
 	})
+	t.Run("InTx", func(t *testing.T) {
+		t.Parallel()
+		testInTx(t, open)
+	})
+	t.Run("StartLeased", func(t *testing.T) {
+		t.Parallel()
+		testStartLeased(t, open)
+	})
+	t.Run("CreateOrders", func(t *testing.T) {
+		t.Parallel()
+		testCreateOrders(t, open)
+	})
 }
 
 func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
