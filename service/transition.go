@@ -554,7 +554,9 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 // chargeKey is the provider-side idempotency key of paying order id at
 // version: every pay of one order version is one logical charge. A decline
 // moves the version on, so a new payment method gets a new charge.
-func chargeKey(id string, version int64) string { return chargeKeyPrefix(id) + strconv.FormatInt(version, 10) }
+func chargeKey(id string, version int64) string {
+	return chargeKeyPrefix(id) + strconv.FormatInt(version, 10)
+}
 
 // chargeKeyPrefix is what every charge key of order id starts with; the
 // order's version follows.
