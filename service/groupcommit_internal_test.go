@@ -1,0 +1,191 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/store"
+	"github.com/orderly/orderly/store/pgtest"
+	"github.com/orderly/orderly/store/postgres"
+	"github.com/orderly/orderly/store/sqlite"
+)
+
+// These tests drive groupCommit.write with hand-made groups, so what the
+// scheduler would put in one group is put there for certain.
+
+// openStore opens a fresh store of kind ("sqlite" or "postgres"), closed
+// when t ends. (internal/testenv imports this package, so it cannot help.)
+func openStore(t *testing.T, kind string) store.Store {
+	t.Helper()
+	var st store.Store
+	var err error
+	if kind == "postgres" {
+		st, err = postgres.Open(t.Context(), pgtest.NewDatabase(t))
+	} else {
+		st, err = sqlite.Open(t.Context(), t.TempDir())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+var storeKinds = []string{"sqlite", "postgres"}
+
+func groupFixture(t *testing.T, kind string) (*Service, store.Store) {
+	t.Helper()
+	st := openStore(t, kind)
+	return New(st, nil, nil, Config{}), st
+}
+
+// call makes the create a request would send: its own order, its key's
+// record (nil without a key).
+func (s *Service) call(t *testing.T, key idempotency.Key, customer string) *createCall {
+	t.Helper()
+	now := time.Now()
+	o, err := order.New("t1", order.NewOrderInput{CustomerID: customer, Currency: "EUR",
+		Items: []order.Item{{SKU: "sku", Quantity: 1, UnitPrice: 100}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &createCall{ctx: t.Context(), req: store.NewOrder{Key: s.record("t1", key, now, o.ID), Order: o},
+		done: make(chan createResult, 1)}
+}
+
+func TestGroupCommitDuplicatesInOneGroup(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			svc, st := groupFixture(t, kind)
+			g := &groupCommit{store: st, max: 64}
+			k := idempotency.Key{Value: "K", Fingerprint: "fp-1"}
+			first, same, other := svc.call(t, k, "c1"), svc.call(t, k, "c2"), svc.call(t, idempotency.Key{Value: "K", Fingerprint: "fp-2"}, "c3")
+			lone := svc.call(t, idempotency.Key{}, "c4")
+			g.write([]*createCall{first, same, lone, other})
+
+			r := <-first.done
+			if r.err != nil || r.held != nil {
+				t.Fatalf("first = %+v, %v; want created", r.held, r.err)
+			}
+			// The duplicates answer as a later request with the key would.
+			for name, c := range map[string]*createCall{"same body": same, "other body": other} {
+				res, err := svc.answer(t.Context(), c, <-c.done)
+				switch name {
+				case "same body":
+					if err != nil || !res.Replayed || res.Order.ID != first.req.Order.ID {
+						t.Errorf("%s: %+v, %v; want a replay of %s", name, res, err, first.req.Order.ID)
+					}
+				case "other body":
+					if apperr.ErrorCode(err) != apperr.EKeyReused {
+						t.Errorf("%s: %v; want idempotency_key_reused", name, err)
+					}
+				}
+			}
+			if r := <-lone.done; r.err != nil || r.held != nil {
+				t.Fatalf("keyless create = %+v, %v; want created", r.held, r.err)
+			}
+			for _, c := range []*createCall{same, other} {
+				if _, err := st.GetOrder(t.Context(), "t1", c.req.Order.ID); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("a duplicate's own order %s exists (%v); want only the winner's", c.req.Order.ID, err)
+				}
+			}
+			if _, err := st.GetOrder(t.Context(), "t1", lone.req.Order.ID); err != nil {
+				t.Errorf("keyless order: %v", err)
+			}
+		})
+	}
+}
+
+// A group the store refuses as a whole (one order breaks a constraint) is
+// written one create at a time: the others are created, the bad one alone
+// fails.
+func TestGroupCommitFallsBackOneByOne(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			svc, st := groupFixture(t, kind)
+			g := &groupCommit{store: st, max: 64}
+			good1 := svc.call(t, idempotency.Key{Value: "A", Fingerprint: "a"}, "c1")
+			bad := svc.call(t, idempotency.Key{Value: "B", Fingerprint: "b"}, "c2")
+			bad.req.Order.Currency = "eur" // the schema's CHECK refuses it
+			good2 := svc.call(t, idempotency.Key{}, "c3")
+			g.write([]*createCall{good1, bad, good2})
+			for name, c := range map[string]*createCall{"first": good1, "keyless": good2} {
+				if r := <-c.done; r.err != nil || r.held != nil {
+					t.Errorf("%s = %+v, %v; want created", name, r.held, r.err)
+				}
+				if _, err := st.GetOrder(t.Context(), "t1", c.req.Order.ID); err != nil {
+					t.Errorf("%s: order not created: %v", name, err)
+				}
+			}
+			if r := <-bad.done; r.err == nil {
+				t.Errorf("bad create succeeded")
+			}
+			if _, err := st.LookupKey(t.Context(), "t1", idempotency.HashKey("B")); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the failed create's key was stored (%v)", err)
+			}
+		})
+	}
+}
+
+// Many concurrent creates through the running workers: every one is
+// answered, and duplicates of one key make one order.
+func TestGroupCommitConcurrentCreates(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			st := openStore(t, kind)
+			svc := New(st, nil, nil, Config{GroupCommit: true, GroupCommitMaxBatch: 8, GroupCommitWorkers: 2})
+			defer svc.Close()
+			in := order.NewOrderInput{CustomerID: "c", Currency: "EUR", Items: []order.Item{{SKU: "s", Quantity: 1, UnitPrice: 1}}}
+			const n = 64
+			ids := make([]string, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					key := idempotency.Key{Value: "dup-" + string(rune('a'+i%4)), Fingerprint: "same"}
+					if i%2 == 0 {
+						key = idempotency.Key{Value: "own-" + time.Now().String() + string(rune('a'+i)), Fingerprint: "x"}
+					}
+					res, err := svc.Create(context.Background(), "t1", key, in)
+					if err != nil {
+						t.Errorf("create %d: %v", i, err)
+						return
+					}
+					ids[i] = res.Order.ID
+				})
+			}
+			wg.Wait()
+			perKey := map[int]string{}
+			for i := 1; i < n; i += 2 {
+				if prev, ok := perKey[i%4]; ok && prev != ids[i] {
+					t.Errorf("key dup-%c: orders %s and %s", 'a'+i%4, prev, ids[i])
+				}
+				perKey[i%4] = ids[i]
+			}
+			os, err := st.ListOrders(context.Background(), "t1", order.Filter{Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := n/2 + 2; len(os) != want {
+				t.Errorf("%d orders, want %d (32 own keys + 2 distinct duplicated keys among odd goroutines)", len(os), want)
+			}
+		})
+	}
+}
+
+// answer is what Create answers for c given the group's result r.
+func (s *Service) answer(ctx context.Context, c *createCall, r createResult) (Result, error) {
+	if r.err != nil {
+		return Result{}, r.err
+	}
+	if r.held == nil {
+		return Result{Order: c.req.Order}, nil
+	}
+	k := c.req.Key
+	return s.held(ctx, idempotency.Key{Value: "K", Fingerprint: k.Fingerprint, Derived: k.Derived}, *r.held, time.Now())
+}
