@@ -78,8 +78,8 @@ func wantOneCreated(t *testing.T, env *testenv.Env, customer string, replies []r
 
 func TestConcurrentCreateSameKey(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, kind string) {
-		env := testenv.New(t, kind, testenv.Options{})
+	eachStoreGroupCommit(t, func(t *testing.T, kind string, opt testenv.Options) {
+		env := testenv.New(t, kind, opt)
 		customer, key := newCustomer(t), newKey(t)
 		replies := together(t, racers, func(int) (reply, error) {
 			return send(env, call{Method: http.MethodPost, Path: "/v1/orders", APIKey: testenv.KeyA,
@@ -94,8 +94,8 @@ func TestConcurrentCreateSameKey(t *testing.T) {
 
 func TestConcurrentCreateDerivedKey(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, kind string) {
-		env := testenv.New(t, kind, testenv.Options{})
+	eachStoreGroupCommit(t, func(t *testing.T, kind string, opt testenv.Options) {
+		env := testenv.New(t, kind, opt)
 		customer := newCustomer(t)
 		replies := together(t, racers, func(int) (reply, error) {
 			return send(env, call{Method: http.MethodPost, Path: "/v1/orders", APIKey: testenv.KeyA,
@@ -282,4 +282,17 @@ func wantMixedOutcome(t *testing.T, env *testenv.Env, final order.Order, events 
 			t.Fatalf("request %d (%s): %s, want 200 or 409", i, events[i], r)
 		}
 	}
+}
+
+// eachStoreGroupCommit runs fn on each store with group commit on (orderd's
+// default) and off: a create's outcome must not depend on it.
+func eachStoreGroupCommit(t *testing.T, fn func(t *testing.T, kind string, opt testenv.Options)) {
+	t.Helper()
+	eachStore(t, func(t *testing.T, kind string) {
+		for _, off := range []bool{false, true} {
+			t.Run(map[bool]string{false: "groupcommit", true: "onebyone"}[off], func(t *testing.T) {
+				fn(t, kind, testenv.Options{NoGroupCommit: off})
+			})
+		}
+	})
 }
