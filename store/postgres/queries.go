@@ -1,5 +1,7 @@
 package postgres
 
+import "strings"
+
 // Column lists, in the order orderArgs and scanOrder, and claimArgs and
 // scanKey, use them.
 const (
@@ -26,8 +28,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 // queue for a burst of retries). A derived key may take over an expired
 // one, which needs DO UPDATE … WHERE.
 var (
-	claimAndInsertOrder        = claimAndInsert(`DO NOTHING`)
-	claimDerivedAndInsertOrder = claimAndInsert(`DO UPDATE SET
+	claimAndInsertOrder        = claimAndInsert(`true`, `DO NOTHING`)
+	claimDerivedAndInsertOrder = claimAndInsert(`NOT EXISTS (SELECT 1 FROM idempotency_keys held
+        WHERE held.tenant_id = $13 AND held.key_hash = $14 AND NOT `+
+		strings.NewReplacer("idempotency_keys.", "held.", "EXCLUDED.created_at", "$21::timestamptz").Replace(derivedExpired)+`)`, `DO UPDATE SET
         fingerprint = EXCLUDED.fingerprint, derived = EXCLUDED.derived, state = 'completed',
         operation = EXCLUDED.operation, resource_id = EXCLUDED.resource_id,
         error_code = EXCLUDED.error_code, error_detail = EXCLUDED.error_detail,
@@ -37,12 +41,17 @@ var (
     WHERE ` + derivedExpired)
 )
 
-func claimAndInsert(onConflict string) string {
+// claimAndInsert builds the statement; the key is inserted only where
+// unheld (for a derived key: unless a key that is not expired holds it, so
+// a replay neither locks nor writes the row; see heldOnly).
+func claimAndInsert(unheld, onConflict string) string {
 	return `
 WITH claim AS (
     INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
                                   error_code, error_detail, created_at, expires_at)
-    VALUES ($13, $14, $15, $16, 'completed', $17, $18, $19, $20, $21, $22)
+    SELECT $13::text, $14::text, $15::text, $16::boolean, 'completed', $17::text, $18::text, $19::text, $20::text,
+           $21::timestamptz, $22::timestamptz
+    WHERE ` + unheld + `
     ON CONFLICT (tenant_id, key_hash) ` + onConflict + `
     RETURNING 1
 ), created AS (
@@ -69,15 +78,27 @@ const resumable = `(idempotency_keys.state IN ('in_progress', 'retryable_failure
         AND idempotency_keys.fingerprint = EXCLUDED.fingerprint
         AND (idempotency_keys.locked_until IS NULL OR idempotency_keys.locked_until <= EXCLUDED.created_at))`
 
+// heldOnly is resumable OR derivedExpired said of a key row "held" and the
+// claim's parameters ($3 fingerprint, $7 created) instead of EXCLUDED. A key
+// that exists and is neither is held by someone else: acquireLease then
+// inserts nothing, so it neither locks the row nor writes (a replay costs
+// one read). The check reads this statement's snapshot; a key committed
+// after it still meets ON CONFLICT, which decides on the newest row.
+var heldOnly = strings.NewReplacer("idempotency_keys.", "held.", "EXCLUDED.fingerprint", "$3::text",
+	"EXCLUDED.created_at", "$7::timestamptz").Replace(resumable + ` OR ` + derivedExpired)
+
 // acquireLease claims a key in progress ($1 tenant, $2 key hash, $3
 // fingerprint, $4 derived, $5 resource, $6 locked until, $7 created, $8
 // expires, $9 operation), or takes it over: a resumable key keeps its recovery point and
 // attempt; an expired derived key starts afresh. It returns the row when the
 // caller holds the key, no row otherwise.
-const acquireLease = `
+var acquireLease = `
 INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, resource_id, locked_until,
                               fencing_token, recovery_point, created_at, expires_at, operation)
-VALUES ($1, $2, $3, $4, 'in_progress', $5, $6, 1, 'started', $7, $8, $9)
+SELECT $1::text, $2::text, $3::text, $4::boolean, 'in_progress', $5::text, $6::timestamptz, 1, 'started',
+       $7::timestamptz, $8::timestamptz, $9::text
+WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys held WHERE held.tenant_id = $1 AND held.key_hash = $2
+                  AND NOT (` + heldOnly + `))
 ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
     state = 'in_progress',
     locked_until = EXCLUDED.locked_until,
