@@ -1,9 +1,9 @@
 -- Setup for bench/replay.sql: 1000 keys, each with its order, made exactly as
 -- bench/create.sql makes them (key 'pgb-replay-N'). Idempotent.
-INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, status_code, resource_id,
+INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
                               created_at, expires_at)
 SELECT 'pgbench', encode(sha256(('pgb-replay-' || n)::bytea), 'hex'), encode(sha256(('fp-replay-' || n)::bytea), 'hex'),
-       false, 'completed', 201, 'ord_' || left(encode(sha256(('pgb-replay-' || n)::bytea), 'hex'), 32),
+       false, 'completed', 'create', 'ord_' || left(encode(sha256(('pgb-replay-' || n)::bytea), 'hex'), 32),
        now(), now() + interval '24 hours'
 FROM generate_series(1, 1000) n
 ON CONFLICT DO NOTHING;
