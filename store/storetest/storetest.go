@@ -481,349 +481,27 @@ func testListOrders(t *testing.T, open func(t *testing.T) store.Store) {
 }
 
 func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
-	t.Run("CreatesWithSameKeyHaveOneWinner", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		orders := make([]order.Order, racers)
-		recs := make([]idempotency.Record, racers)
-		for i := range racers {
-			orders[i] = newOrder(t, "tenant-a", fmt.Sprintf("cust-%d", i), base)
-			recs[i] = newRecord("tenant-a", "same-key", orders[i].ID, base)
-		}
-		out := race(racers, func(i int) (*store.Holder, error) {
-			return s.CreateOrder(ctx, &recs[i], orders[i])
-		})
-		w := oneWinner(t, out)
-		for i, o := range out {
-			if i != w && o.held.ResourceID != orders[w].ID {
-				t.Errorf("goroutine %d: held ResourceID = %s, want the winner's %s", i, o.held.ResourceID, orders[w].ID)
-			}
-		}
-		list, err := s.ListOrders(ctx, "tenant-a", order.Filter{Limit: 100})
-		if err != nil {
-			t.Fatalf("ListOrders: %v", err)
-		}
-		if !slices.Equal(ids(list), []string{orders[w].ID}) {
-			t.Errorf("orders stored = %v, want only the winner's %s", ids(list), orders[w].ID)
-		}
-		got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("same-key"))
-		if err != nil {
-			t.Fatalf("LookupKey: %v", err)
-		}
-		assertRecord(t, got, recs[w])
-	})
+	t.Run("CreatesWithSameKeyHaveOneWinner", func(t *testing.T) { concurrentCreatesWithSameKeyHaveOneWinner(t, open) })
 
-	t.Run("CreatesWithDistinctKeysAllSucceed", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		orders := make([]order.Order, racers)
-		recs := make([]idempotency.Record, racers)
-		for i := range racers {
-			orders[i] = newOrder(t, "tenant-a", "cust-1", base)
-			recs[i] = newRecord("tenant-a", fmt.Sprintf("key-%d", i), orders[i].ID, base)
-		}
-		out := race(racers, func(i int) (*store.Holder, error) {
-			return s.CreateOrder(ctx, &recs[i], orders[i])
-		})
-		for i, o := range out {
-			if o.err != nil || o.held != nil {
-				t.Errorf("goroutine %d: CreateOrder = %v, %v; want nil, nil", i, o.held, o.err)
-			}
-		}
-		list, err := s.ListOrders(ctx, "tenant-a", order.Filter{Limit: 100})
-		if err != nil {
-			t.Fatalf("ListOrders: %v", err)
-		}
-		if len(list) != racers {
-			t.Errorf("orders stored = %d, want %d", len(list), racers)
-		}
-	})
+	t.Run("CreatesWithDistinctKeysAllSucceed", func(t *testing.T) { concurrentCreatesWithDistinctKeysAllSucceed(t, open) })
 
-	t.Run("TakeoversOfExpiredDerivedKeyHaveOneWinner", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		old := newOrder(t, "tenant-a", "cust-1", base)
-		oldRec := asDerived(newRecord("tenant-a", "derived-key", old.ID, base))
-		mustCreate(t, s, &oldRec, old)
+	t.Run("TakeoversOfExpiredDerivedKeyHaveOneWinner", func(t *testing.T) { concurrentTakeoversOfExpiredDerivedKeyHaveOneWinner(t, open) })
 
-		later := base.Add(time.Hour)
-		orders := make([]order.Order, racers)
-		recs := make([]idempotency.Record, racers)
-		for i := range racers {
-			orders[i] = newOrder(t, "tenant-a", "cust-1", later)
-			recs[i] = asDerived(newRecord("tenant-a", "derived-key", orders[i].ID, later))
-		}
-		out := race(racers, func(i int) (*store.Holder, error) {
-			return s.CreateOrder(ctx, &recs[i], orders[i])
-		})
-		w := oneWinner(t, out)
-		for i, o := range out {
-			if i != w && o.held.ResourceID != orders[w].ID {
-				t.Errorf("goroutine %d: held ResourceID = %s, want the winner's %s", i, o.held.ResourceID, orders[w].ID)
-			}
-		}
-		list, err := s.ListOrders(ctx, "tenant-a", order.Filter{Limit: 100})
-		if err != nil {
-			t.Fatalf("ListOrders: %v", err)
-		}
-		if !slices.Equal(ids(list), []string{orders[w].ID, old.ID}) {
-			t.Errorf("orders stored = %v, want the winner's %s and the old %s", ids(list), orders[w].ID, old.ID)
-		}
-	})
+	t.Run("AcquiresOfFreshKeyHaveOneHolder", func(t *testing.T) { concurrentAcquiresOfFreshKeyHaveOneHolder(t, open) })
 
-	t.Run("AcquiresOfFreshKeyHaveOneHolder", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		claims := make([]idempotency.Record, racers)
-		for i := range racers {
-			claims[i] = newClaim("tenant-a", "same-key", order.NewID(), base)
-			claims[i].Fingerprint = "sha256:same-request"
-		}
-		out := raceAll(racers, func(i int) acquired {
-			r, ok, err := s.AcquireLease(ctx, claims[i])
-			return acquired{r, ok, err}
-		})
-		w := oneHolder(t, out)
-		assertRecord(t, out[w].rec, claims[w])
-		for i, o := range out {
-			if i != w {
-				assertRecord(t, o.rec, claims[w])
-			}
-		}
-		assertRecord(t, mustLookup(t, s, "tenant-a", idempotency.HashKey("same-key")), claims[w])
-	})
+	t.Run("TakeoversOfExpiredLeaseHaveOneHolder", func(t *testing.T) { concurrentTakeoversOfExpiredLeaseHaveOneHolder(t, open) })
 
-	t.Run("TakeoversOfExpiredLeaseHaveOneHolder", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		first := mustAcquire(t, s, newClaim("tenant-a", "same-key", order.NewID(), base))
-		retry := retryAt(first, base.Add(time.Minute))
-		out := raceAll(racers, func(int) acquired {
-			r, ok, err := s.AcquireLease(ctx, retry)
-			return acquired{r, ok, err}
-		})
-		w := oneHolder(t, out)
-		want := first
-		want.FencingToken, want.LockedUntil = 2, retry.LockedUntil
-		// The winner holds token 2; every other goroutine gets the winner's
-		// record back. (The retention window of a taken-over key is not this
-		// test's concern.)
-		for _, o := range out {
-			o.rec.CreatedAt, o.rec.ExpiresAt = want.CreatedAt, want.ExpiresAt
-			assertRecord(t, o.rec, want)
-		}
-		if out[w].rec.FencingToken != 2 {
-			t.Errorf("winner's FencingToken = %d, want 2", out[w].rec.FencingToken)
-		}
-	})
+	t.Run("CompletesWithStaleTokensHaveOneWinner", func(t *testing.T) { concurrentCompletesWithStaleTokensHaveOneWinner(t, open) })
 
-	t.Run("CompletesWithStaleTokensHaveOneWinner", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		const workers = 20
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		// Worker i acquired the key with token i+1; each lease expired before
-		// the next worker took the key over, so only the last one holds it.
-		claim := newClaim("tenant-a", "pay", o.ID, base)
-		r := mustAcquire(t, s, claim)
-		for i := 2; i <= workers; i++ {
-			r = mustAcquire(t, s, retryAt(claim, base.Add(time.Duration(i)*time.Minute)))
-			if r.FencingToken != int64(i) {
-				t.Fatalf("takeover %d: FencingToken = %d, want %d", i, r.FencingToken, i)
-			}
-		}
-		nexts := make([]order.Order, workers)
-		for i := range workers {
-			nexts[i] = o.Apply(order.Paid, base.Add(time.Hour+time.Duration(i)*time.Second))
-		}
-		out := raceAll(workers, func(i int) error {
-			l := store.LeaseOf(r)
-			l.Token = int64(i + 1)
-			return complete(ctx, s, l, completion{Outcome: outcome(o.ID), Next: &nexts[i]})
-		})
-		for i, err := range out {
-			switch {
-			case i == workers-1 && err != nil:
-				t.Errorf("current holder (token %d): Complete: %v", i+1, err)
-			case i < workers-1 && !errors.Is(err, store.ErrLeaseLost):
-				t.Errorf("stale worker (token %d): Complete err = %v, want ErrLeaseLost", i+1, err)
-			}
-		}
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), nexts[workers-1])
-		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(r, outcome(o.ID)))
-	})
+	t.Run("CompletesWithNextFromSameVersionHaveOneWinner", func(t *testing.T) { concurrentCompletesWithNextFromSameVersionHaveOneWinner(t, open) })
 
-	t.Run("CompletesWithNextFromSameVersionHaveOneWinner", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		nexts := make([]order.Order, racers)
-		leased := make([]idempotency.Record, racers)
-		for i := range racers {
-			at := base.Add(time.Duration(i+1) * time.Second)
-			nexts[i] = o.Apply(order.Paid, at)
-			leased[i] = mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("pay-%d", i), o.ID, at))
-		}
-		out := raceAll(racers, func(i int) error {
-			return complete(ctx, s, store.LeaseOf(leased[i]), completion{Outcome: outcome(o.ID), Next: &nexts[i]})
-		})
-		w := -1
-		for i, err := range out {
-			switch {
-			case err == nil:
-				if w >= 0 {
-					t.Fatalf("goroutines %d and %d both won the compare-and-set", w, i)
-				}
-				w = i
-			case errors.Is(err, store.ErrVersionConflict):
-			default:
-				t.Errorf("goroutine %d: Complete = %v; want success or ErrVersionConflict", i, err)
-			}
-		}
-		if w < 0 {
-			t.Fatal("no goroutine won the compare-and-set")
-		}
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), nexts[w])
-		for i, r := range leased {
-			want := r // a conflicted completion wrote nothing: still leased
-			if i == w {
-				want = completedAs(r, outcome(o.ID))
-			}
-			assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), want)
-		}
-	})
-
-	t.Run("AttemptsOnOneOrderNeverOverlap", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		const workers = 20
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		leased := make([]idempotency.Record, workers)
-		attempts := make([]store.Attempt, workers)
-		for i := range workers {
-			leased[i] = mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("key-%d", i), o.ID, base))
-			attempts[i] = newAttempt(o, fmt.Sprintf("attempt-%d", i), base)
-		}
-		out := raceAll(workers, func(i int) error {
-			_, err := s.RecordAttempt(ctx, store.LeaseOf(leased[i]), attempts[i], 1)
-			return err
-		})
-		w := -1
-		for i, err := range out {
-			switch {
-			case err == nil && w >= 0:
-				t.Errorf("goroutines %d and %d both recorded an attempt on the order", w, i)
-			case err == nil:
-				w = i
-			case !errors.Is(err, store.ErrAttemptInFlight):
-				t.Errorf("goroutine %d: RecordAttempt err = %v, want ErrAttemptInFlight", i, err)
-			}
-		}
-		if w < 0 {
-			t.Fatal("no goroutine recorded its attempt")
-		}
-		for i, a := range attempts {
-			if i == w {
-				assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), a)
-				continue
-			}
-			assertNotFound(t, fmt.Sprintf("loser %d's attempt", i), getErr(s.GetAttempt(ctx, a.ProviderKey)))
-			assertRecord(t, mustLookup(t, s, "tenant-a", leased[i].KeyHash), leased[i])
-		}
-	})
+	t.Run("AttemptsOnOneOrderNeverOverlap", func(t *testing.T) { concurrentAttemptsOnOneOrderNeverOverlap(t, open) })
 
 	// An attempt checks the order's version and a transition checks for open
 	// attempts; racing, exactly one of the two wins on every order.
-	t.Run("AttemptAndTransitionOnOneOrderNeverBothWin", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		const orders = 20
-		type pair struct {
-			o              order.Order
-			charge, cancel idempotency.Record
-			attempt        store.Attempt
-			cancelled      order.Order
-		}
-		pairs := make([]pair, orders)
-		for i := range pairs {
-			o := newOrder(t, "tenant-a", "cust-1", base)
-			mustCreate(t, s, nil, o)
-			pairs[i] = pair{
-				o:         o,
-				charge:    mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("pay-%d", i), o.ID, base)),
-				cancel:    mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("cancel-%d", i), o.ID, base)),
-				attempt:   newAttempt(o, fmt.Sprintf("charge-%d", i), base),
-				cancelled: o.Apply(order.Cancelled, base.Add(time.Second)),
-			}
-		}
-		out := raceAll(2*orders, func(i int) error {
-			p := pairs[i/2]
-			if i%2 == 0 {
-				_, err := s.RecordAttempt(ctx, store.LeaseOf(p.charge), p.attempt, 1)
-				return err
-			}
-			return complete(ctx, s, store.LeaseOf(p.cancel), completion{Outcome: outcome(p.o.ID), Next: &p.cancelled})
-		})
-		for i, p := range pairs {
-			attemptErr, cancelErr := out[2*i], out[2*i+1]
-			switch {
-			case attemptErr == nil && errors.Is(cancelErr, store.ErrAttemptInFlight):
-				assertOrder(t, mustGet(t, s, "tenant-a", p.o.ID), p.o)
-				assertAttempt(t, mustGetAttempt(t, s, p.attempt.ProviderKey), p.attempt)
-				assertRecord(t, mustLookup(t, s, "tenant-a", p.cancel.KeyHash), p.cancel)
-			case cancelErr == nil && errors.Is(attemptErr, store.ErrVersionConflict):
-				assertOrder(t, mustGet(t, s, "tenant-a", p.o.ID), p.cancelled)
-				assertNotFound(t, "GetAttempt", getErr(s.GetAttempt(ctx, p.attempt.ProviderKey)))
-				assertRecord(t, mustLookup(t, s, "tenant-a", p.charge.KeyHash), p.charge)
-			default:
-				t.Errorf("order %d: RecordAttempt = %v, Complete = %v; want exactly one to win", i, attemptErr, cancelErr)
-			}
-		}
-	})
+	t.Run("AttemptAndTransitionOnOneOrderNeverBothWin", func(t *testing.T) { concurrentAttemptAndTransitionOnOneOrderNeverBothWin(t, open) })
 
-	t.Run("TakeOversOfAbandonedKeysNeverOverlap", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		const keys, takers = 20, 4
-		abandoned := make(map[string]idempotency.Record, keys)
-		for i := range keys {
-			r := mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("key-%d", i), order.NewID(), base))
-			if i%2 == 1 {
-				mustRelease(t, s, r, idempotency.StateUnknownOutcome, nil)
-			}
-			abandoned[r.KeyHash] = r
-		}
-		now, until := base.Add(time.Minute), base.Add(time.Minute+leaseFor)
-		out := raceAll(takers, func(int) takeOver {
-			rs, err := s.TakeOverAbandoned(ctx, now, until, keys)
-			return takeOver{rs, err}
-		})
-		seen := map[string]int{}
-		for i, o := range out {
-			if o.err != nil {
-				t.Errorf("taker %d: TakeOverAbandoned: %v", i, o.err)
-				continue
-			}
-			for _, r := range o.recs {
-				if j, dup := seen[r.KeyHash]; dup {
-					t.Errorf("key %s taken over by takers %d and %d", r.KeyHash, j, i)
-				}
-				seen[r.KeyHash] = i
-				before, ok := abandoned[r.KeyHash]
-				if !ok {
-					t.Errorf("taker %d got unknown key %s", i, r.KeyHash)
-					continue
-				}
-				assertRecord(t, r, takenOver(before, until))
-			}
-		}
-		if len(seen) != keys {
-			t.Errorf("takers took over %d keys, want all %d", len(seen), keys)
-		}
-	})
+	t.Run("TakeOversOfAbandonedKeysNeverOverlap", func(t *testing.T) { concurrentTakeOversOfAbandonedKeysNeverOverlap(t, open) })
 }
 
 // createResult is what one racing CreateOrder got back.
@@ -1271,4 +949,356 @@ func ids(os []order.Order) []string {
 		out[i] = o.ID
 	}
 	return out
+}
+
+// concurrentCreatesWithSameKeyHaveOneWinner checks: creates with same key have one winner.
+func concurrentCreatesWithSameKeyHaveOneWinner(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	orders := make([]order.Order, racers)
+	recs := make([]idempotency.Record, racers)
+	for i := range racers {
+		orders[i] = newOrder(t, "tenant-a", fmt.Sprintf("cust-%d", i), base)
+		recs[i] = newRecord("tenant-a", "same-key", orders[i].ID, base)
+	}
+	out := race(racers, func(i int) (*store.Holder, error) {
+		return s.CreateOrder(ctx, &recs[i], orders[i])
+	})
+	w := oneWinner(t, out)
+	for i, o := range out {
+		if i != w && o.held.ResourceID != orders[w].ID {
+			t.Errorf("goroutine %d: held ResourceID = %s, want the winner's %s", i, o.held.ResourceID, orders[w].ID)
+		}
+	}
+	list, err := s.ListOrders(ctx, "tenant-a", order.Filter{Limit: 100})
+	if err != nil {
+		t.Fatalf("ListOrders: %v", err)
+	}
+	if !slices.Equal(ids(list), []string{orders[w].ID}) {
+		t.Errorf("orders stored = %v, want only the winner's %s", ids(list), orders[w].ID)
+	}
+	got, err := s.LookupKey(ctx, "tenant-a", idempotency.HashKey("same-key"))
+	if err != nil {
+		t.Fatalf("LookupKey: %v", err)
+	}
+	assertRecord(t, got, recs[w])
+}
+
+// concurrentCreatesWithDistinctKeysAllSucceed checks: creates with distinct keys all succeed.
+func concurrentCreatesWithDistinctKeysAllSucceed(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	orders := make([]order.Order, racers)
+	recs := make([]idempotency.Record, racers)
+	for i := range racers {
+		orders[i] = newOrder(t, "tenant-a", "cust-1", base)
+		recs[i] = newRecord("tenant-a", fmt.Sprintf("key-%d", i), orders[i].ID, base)
+	}
+	out := race(racers, func(i int) (*store.Holder, error) {
+		return s.CreateOrder(ctx, &recs[i], orders[i])
+	})
+	for i, o := range out {
+		if o.err != nil || o.held != nil {
+			t.Errorf("goroutine %d: CreateOrder = %v, %v; want nil, nil", i, o.held, o.err)
+		}
+	}
+	list, err := s.ListOrders(ctx, "tenant-a", order.Filter{Limit: 100})
+	if err != nil {
+		t.Fatalf("ListOrders: %v", err)
+	}
+	if len(list) != racers {
+		t.Errorf("orders stored = %d, want %d", len(list), racers)
+	}
+}
+
+// concurrentTakeoversOfExpiredDerivedKeyHaveOneWinner checks: takeovers of expired derived key have one winner.
+func concurrentTakeoversOfExpiredDerivedKeyHaveOneWinner(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	old := newOrder(t, "tenant-a", "cust-1", base)
+	oldRec := asDerived(newRecord("tenant-a", "derived-key", old.ID, base))
+	mustCreate(t, s, &oldRec, old)
+
+	later := base.Add(time.Hour)
+	orders := make([]order.Order, racers)
+	recs := make([]idempotency.Record, racers)
+	for i := range racers {
+		orders[i] = newOrder(t, "tenant-a", "cust-1", later)
+		recs[i] = asDerived(newRecord("tenant-a", "derived-key", orders[i].ID, later))
+	}
+	out := race(racers, func(i int) (*store.Holder, error) {
+		return s.CreateOrder(ctx, &recs[i], orders[i])
+	})
+	w := oneWinner(t, out)
+	for i, o := range out {
+		if i != w && o.held.ResourceID != orders[w].ID {
+			t.Errorf("goroutine %d: held ResourceID = %s, want the winner's %s", i, o.held.ResourceID, orders[w].ID)
+		}
+	}
+	list, err := s.ListOrders(ctx, "tenant-a", order.Filter{Limit: 100})
+	if err != nil {
+		t.Fatalf("ListOrders: %v", err)
+	}
+	if !slices.Equal(ids(list), []string{orders[w].ID, old.ID}) {
+		t.Errorf("orders stored = %v, want the winner's %s and the old %s", ids(list), orders[w].ID, old.ID)
+	}
+}
+
+// concurrentAcquiresOfFreshKeyHaveOneHolder checks: acquires of fresh key have one holder.
+func concurrentAcquiresOfFreshKeyHaveOneHolder(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	claims := make([]idempotency.Record, racers)
+	for i := range racers {
+		claims[i] = newClaim("tenant-a", "same-key", order.NewID(), base)
+		claims[i].Fingerprint = "sha256:same-request"
+	}
+	out := raceAll(racers, func(i int) acquired {
+		r, ok, err := s.AcquireLease(ctx, claims[i])
+		return acquired{r, ok, err}
+	})
+	w := oneHolder(t, out)
+	assertRecord(t, out[w].rec, claims[w])
+	for i, o := range out {
+		if i != w {
+			assertRecord(t, o.rec, claims[w])
+		}
+	}
+	assertRecord(t, mustLookup(t, s, "tenant-a", idempotency.HashKey("same-key")), claims[w])
+}
+
+// concurrentTakeoversOfExpiredLeaseHaveOneHolder checks: takeovers of expired lease have one holder.
+func concurrentTakeoversOfExpiredLeaseHaveOneHolder(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	first := mustAcquire(t, s, newClaim("tenant-a", "same-key", order.NewID(), base))
+	retry := retryAt(first, base.Add(time.Minute))
+	out := raceAll(racers, func(int) acquired {
+		r, ok, err := s.AcquireLease(ctx, retry)
+		return acquired{r, ok, err}
+	})
+	w := oneHolder(t, out)
+	want := first
+	want.FencingToken, want.LockedUntil = 2, retry.LockedUntil
+	// The winner holds token 2; every other goroutine gets the winner's
+	// record back. (The retention window of a taken-over key is not this
+	// test's concern.)
+	for _, o := range out {
+		o.rec.CreatedAt, o.rec.ExpiresAt = want.CreatedAt, want.ExpiresAt
+		assertRecord(t, o.rec, want)
+	}
+	if out[w].rec.FencingToken != 2 {
+		t.Errorf("winner's FencingToken = %d, want 2", out[w].rec.FencingToken)
+	}
+}
+
+// concurrentCompletesWithStaleTokensHaveOneWinner checks: completes with stale tokens have one winner.
+func concurrentCompletesWithStaleTokensHaveOneWinner(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	const workers = 20
+	o := newOrder(t, "tenant-a", "cust-1", base)
+	mustCreate(t, s, nil, o)
+	// Worker i acquired the key with token i+1; each lease expired before
+	// the next worker took the key over, so only the last one holds it.
+	claim := newClaim("tenant-a", "pay", o.ID, base)
+	r := mustAcquire(t, s, claim)
+	for i := 2; i <= workers; i++ {
+		r = mustAcquire(t, s, retryAt(claim, base.Add(time.Duration(i)*time.Minute)))
+		if r.FencingToken != int64(i) {
+			t.Fatalf("takeover %d: FencingToken = %d, want %d", i, r.FencingToken, i)
+		}
+	}
+	nexts := make([]order.Order, workers)
+	for i := range workers {
+		nexts[i] = o.Apply(order.Paid, base.Add(time.Hour+time.Duration(i)*time.Second))
+	}
+	out := raceAll(workers, func(i int) error {
+		l := store.LeaseOf(r)
+		l.Token = int64(i + 1)
+		return complete(ctx, s, l, completion{Outcome: outcome(o.ID), Next: &nexts[i]})
+	})
+	for i, err := range out {
+		switch {
+		case i == workers-1 && err != nil:
+			t.Errorf("current holder (token %d): Complete: %v", i+1, err)
+		case i < workers-1 && !errors.Is(err, store.ErrLeaseLost):
+			t.Errorf("stale worker (token %d): Complete err = %v, want ErrLeaseLost", i+1, err)
+		}
+	}
+	assertOrder(t, mustGet(t, s, "tenant-a", o.ID), nexts[workers-1])
+	assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), completedAs(r, outcome(o.ID)))
+}
+
+// concurrentCompletesWithNextFromSameVersionHaveOneWinner checks: completes with next from same version have one winner.
+func concurrentCompletesWithNextFromSameVersionHaveOneWinner(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	o := newOrder(t, "tenant-a", "cust-1", base)
+	mustCreate(t, s, nil, o)
+	nexts := make([]order.Order, racers)
+	leased := make([]idempotency.Record, racers)
+	for i := range racers {
+		at := base.Add(time.Duration(i+1) * time.Second)
+		nexts[i] = o.Apply(order.Paid, at)
+		leased[i] = mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("pay-%d", i), o.ID, at))
+	}
+	out := raceAll(racers, func(i int) error {
+		return complete(ctx, s, store.LeaseOf(leased[i]), completion{Outcome: outcome(o.ID), Next: &nexts[i]})
+	})
+	w := -1
+	for i, err := range out {
+		switch {
+		case err == nil:
+			if w >= 0 {
+				t.Fatalf("goroutines %d and %d both won the compare-and-set", w, i)
+			}
+			w = i
+		case errors.Is(err, store.ErrVersionConflict):
+		default:
+			t.Errorf("goroutine %d: Complete = %v; want success or ErrVersionConflict", i, err)
+		}
+	}
+	if w < 0 {
+		t.Fatal("no goroutine won the compare-and-set")
+	}
+	assertOrder(t, mustGet(t, s, "tenant-a", o.ID), nexts[w])
+	for i, r := range leased {
+		want := r // a conflicted completion wrote nothing: still leased
+		if i == w {
+			want = completedAs(r, outcome(o.ID))
+		}
+		assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), want)
+	}
+}
+
+// concurrentAttemptsOnOneOrderNeverOverlap checks: attempts on one order never overlap.
+func concurrentAttemptsOnOneOrderNeverOverlap(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	const workers = 20
+	o := newOrder(t, "tenant-a", "cust-1", base)
+	mustCreate(t, s, nil, o)
+	leased := make([]idempotency.Record, workers)
+	attempts := make([]store.Attempt, workers)
+	for i := range workers {
+		leased[i] = mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("key-%d", i), o.ID, base))
+		attempts[i] = newAttempt(o, fmt.Sprintf("attempt-%d", i), base)
+	}
+	out := raceAll(workers, func(i int) error {
+		_, err := s.RecordAttempt(ctx, store.LeaseOf(leased[i]), attempts[i], 1)
+		return err
+	})
+	w := -1
+	for i, err := range out {
+		switch {
+		case err == nil && w >= 0:
+			t.Errorf("goroutines %d and %d both recorded an attempt on the order", w, i)
+		case err == nil:
+			w = i
+		case !errors.Is(err, store.ErrAttemptInFlight):
+			t.Errorf("goroutine %d: RecordAttempt err = %v, want ErrAttemptInFlight", i, err)
+		}
+	}
+	if w < 0 {
+		t.Fatal("no goroutine recorded its attempt")
+	}
+	for i, a := range attempts {
+		if i == w {
+			assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), a)
+			continue
+		}
+		assertNotFound(t, fmt.Sprintf("loser %d's attempt", i), getErr(s.GetAttempt(ctx, a.ProviderKey)))
+		assertRecord(t, mustLookup(t, s, "tenant-a", leased[i].KeyHash), leased[i])
+	}
+}
+
+// concurrentAttemptAndTransitionOnOneOrderNeverBothWin checks: attempt and transition on one order never both win.
+func concurrentAttemptAndTransitionOnOneOrderNeverBothWin(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	const orders = 20
+	type pair struct {
+		o              order.Order
+		charge, cancel idempotency.Record
+		attempt        store.Attempt
+		cancelled      order.Order
+	}
+	pairs := make([]pair, orders)
+	for i := range pairs {
+		o := newOrder(t, "tenant-a", "cust-1", base)
+		mustCreate(t, s, nil, o)
+		pairs[i] = pair{
+			o:         o,
+			charge:    mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("pay-%d", i), o.ID, base)),
+			cancel:    mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("cancel-%d", i), o.ID, base)),
+			attempt:   newAttempt(o, fmt.Sprintf("charge-%d", i), base),
+			cancelled: o.Apply(order.Cancelled, base.Add(time.Second)),
+		}
+	}
+	out := raceAll(2*orders, func(i int) error {
+		p := pairs[i/2]
+		if i%2 == 0 {
+			_, err := s.RecordAttempt(ctx, store.LeaseOf(p.charge), p.attempt, 1)
+			return err
+		}
+		return complete(ctx, s, store.LeaseOf(p.cancel), completion{Outcome: outcome(p.o.ID), Next: &p.cancelled})
+	})
+	for i, p := range pairs {
+		attemptErr, cancelErr := out[2*i], out[2*i+1]
+		switch {
+		case attemptErr == nil && errors.Is(cancelErr, store.ErrAttemptInFlight):
+			assertOrder(t, mustGet(t, s, "tenant-a", p.o.ID), p.o)
+			assertAttempt(t, mustGetAttempt(t, s, p.attempt.ProviderKey), p.attempt)
+			assertRecord(t, mustLookup(t, s, "tenant-a", p.cancel.KeyHash), p.cancel)
+		case cancelErr == nil && errors.Is(attemptErr, store.ErrVersionConflict):
+			assertOrder(t, mustGet(t, s, "tenant-a", p.o.ID), p.cancelled)
+			assertNotFound(t, "GetAttempt", getErr(s.GetAttempt(ctx, p.attempt.ProviderKey)))
+			assertRecord(t, mustLookup(t, s, "tenant-a", p.charge.KeyHash), p.charge)
+		default:
+			t.Errorf("order %d: RecordAttempt = %v, Complete = %v; want exactly one to win", i, attemptErr, cancelErr)
+		}
+	}
+}
+
+// concurrentTakeOversOfAbandonedKeysNeverOverlap checks: take overs of abandoned keys never overlap.
+func concurrentTakeOversOfAbandonedKeysNeverOverlap(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	const keys, takers = 20, 4
+	abandoned := make(map[string]idempotency.Record, keys)
+	for i := range keys {
+		r := mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("key-%d", i), order.NewID(), base))
+		if i%2 == 1 {
+			mustRelease(t, s, r, idempotency.StateUnknownOutcome, nil)
+		}
+		abandoned[r.KeyHash] = r
+	}
+	now, until := base.Add(time.Minute), base.Add(time.Minute+leaseFor)
+	out := raceAll(takers, func(int) takeOver {
+		rs, err := s.TakeOverAbandoned(ctx, now, until, keys)
+		return takeOver{rs, err}
+	})
+	seen := map[string]int{}
+	for i, o := range out {
+		if o.err != nil {
+			t.Errorf("taker %d: TakeOverAbandoned: %v", i, o.err)
+			continue
+		}
+		for _, r := range o.recs {
+			if j, dup := seen[r.KeyHash]; dup {
+				t.Errorf("key %s taken over by takers %d and %d", r.KeyHash, j, i)
+			}
+			seen[r.KeyHash] = i
+			before, ok := abandoned[r.KeyHash]
+			if !ok {
+				t.Errorf("taker %d got unknown key %s", i, r.KeyHash)
+				continue
+			}
+			assertRecord(t, r, takenOver(before, until))
+		}
+	}
+	if len(seen) != keys {
+		t.Errorf("takers took over %d keys, want all %d", len(seen), keys)
+	}
 }

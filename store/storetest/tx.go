@@ -15,51 +15,9 @@ import (
 // guarded write fails — however the store sends the writes (PostgreSQL
 // pipelines them with the next read or the COMMIT).
 func testInTx(t *testing.T, open func(t *testing.T) store.Store) {
-	t.Run("CommitsOnNil", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		rec := newRecord("tenant-a", "tx-create", o.ID, base)
-		err := s.InTx(ctx, func(tx store.Executor) error {
-			held, err := tx.CreateOrder(ctx, &rec, o)
-			if err != nil || held != nil {
-				t.Errorf("CreateOrder in tx = %v, %v; want nil, nil", held, err)
-			}
-			got, err := tx.GetOrder(ctx, "tenant-a", o.ID)
-			if err != nil {
-				return err
-			}
-			assertOrder(t, got, o) // the transaction reads its own write
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("InTx: %v", err)
-		}
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
-		assertRecord(t, mustLookup(t, s, "tenant-a", rec.KeyHash), rec)
-	})
+	t.Run("CommitsOnNil", func(t *testing.T) { inTxCommitsOnNil(t, open) })
 
-	t.Run("RollsBackOnError", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		rec := newRecord("tenant-a", "tx-create", o.ID, base)
-		boom := errors.New("boom")
-		err := s.InTx(ctx, func(tx store.Executor) error {
-			if _, err := tx.CreateOrder(ctx, &rec, o); err != nil {
-				return err
-			}
-			if _, err := tx.GetOrder(ctx, "tenant-a", o.ID); err != nil {
-				return err
-			}
-			return boom
-		})
-		if !errors.Is(err, boom) {
-			t.Fatalf("InTx = %v, want fn's error", err)
-		}
-		assertNotFound(t, "GetOrder after rollback", getErr(s.GetOrder(ctx, "tenant-a", o.ID)))
-		assertNotFound(t, "LookupKey after rollback", getErr(s.LookupKey(ctx, "tenant-a", rec.KeyHash)))
-	})
+	t.Run("RollsBackOnError", func(t *testing.T) { inTxRollsBackOnError(t, open) })
 
 	// Phase 3 as the service writes it: complete the key, compare-and-set
 	// the order, settle the attempt. Each way one guard fails, nothing of
@@ -136,41 +94,95 @@ func testInTx(t *testing.T, open func(t *testing.T) store.Store) {
 		})
 	}
 
-	t.Run("GuardErrorSurfacesByCommit", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		stale := o.Apply(order.Paid, base) // version 2 …
-		stale.Version = 7                  // … claimed from version 6: no such version
-		var fnErr error
-		err := s.InTx(ctx, func(tx store.Executor) error {
-			fnErr = tx.CompareAndSetOrder(ctx, stale, "")
-			return fnErr
-		})
-		if !errors.Is(err, store.ErrVersionConflict) {
-			t.Fatalf("InTx = %v (fn saw %v), want ErrVersionConflict from the call or the commit", err, fnErr)
-		}
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
-	})
+	t.Run("GuardErrorSurfacesByCommit", func(t *testing.T) { inTxGuardErrorSurfacesByCommit(t, open) })
 
-	t.Run("CompareAndSetOrder", func(t *testing.T) {
-		t.Parallel()
-		s, ctx := open(t), t.Context()
-		o := newOrder(t, "tenant-a", "cust-1", base)
-		mustCreate(t, s, nil, o)
-		r := mustAcquire(t, s, newClaim("tenant-a", "ship-1", o.ID, base))
-		mustRecordAttempt(t, s, r, newAttempt(o, "open-1", base))
-		cancelled := o.Apply(order.Cancelled, base.Add(time.Second))
-		if err := s.CompareAndSetOrder(ctx, cancelled, ""); !errors.Is(err, store.ErrAttemptInFlight) {
-			t.Fatalf("CAS beside an open attempt = %v, want ErrAttemptInFlight", err)
+	t.Run("CompareAndSetOrder", func(t *testing.T) { inTxCompareAndSetOrder(t, open) })
+}
+
+// inTxCommitsOnNil checks: commits on nil.
+func inTxCommitsOnNil(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	o := newOrder(t, "tenant-a", "cust-1", base)
+	rec := newRecord("tenant-a", "tx-create", o.ID, base)
+	err := s.InTx(ctx, func(tx store.Executor) error {
+		held, err := tx.CreateOrder(ctx, &rec, o)
+		if err != nil || held != nil {
+			t.Errorf("CreateOrder in tx = %v, %v; want nil, nil", held, err)
 		}
-		if err := s.CompareAndSetOrder(ctx, cancelled, "open-1"); err != nil {
-			t.Fatalf("CAS owning the open attempt = %v", err)
+		got, err := tx.GetOrder(ctx, "tenant-a", o.ID)
+		if err != nil {
+			return err
 		}
-		if err := s.CompareAndSetOrder(ctx, cancelled, "open-1"); !errors.Is(err, store.ErrVersionConflict) {
-			t.Fatalf("the same CAS again = %v, want ErrVersionConflict", err)
-		}
-		assertOrder(t, mustGet(t, s, "tenant-a", o.ID), cancelled)
+		assertOrder(t, got, o) // the transaction reads its own write
+		return nil
 	})
+	if err != nil {
+		t.Fatalf("InTx: %v", err)
+	}
+	assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
+	assertRecord(t, mustLookup(t, s, "tenant-a", rec.KeyHash), rec)
+}
+
+// inTxRollsBackOnError checks: rolls back on error.
+func inTxRollsBackOnError(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	o := newOrder(t, "tenant-a", "cust-1", base)
+	rec := newRecord("tenant-a", "tx-create", o.ID, base)
+	boom := errors.New("boom")
+	err := s.InTx(ctx, func(tx store.Executor) error {
+		if _, err := tx.CreateOrder(ctx, &rec, o); err != nil {
+			return err
+		}
+		if _, err := tx.GetOrder(ctx, "tenant-a", o.ID); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("InTx = %v, want fn's error", err)
+	}
+	assertNotFound(t, "GetOrder after rollback", getErr(s.GetOrder(ctx, "tenant-a", o.ID)))
+	assertNotFound(t, "LookupKey after rollback", getErr(s.LookupKey(ctx, "tenant-a", rec.KeyHash)))
+}
+
+// inTxGuardErrorSurfacesByCommit checks: guard error surfaces by commit.
+func inTxGuardErrorSurfacesByCommit(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	o := newOrder(t, "tenant-a", "cust-1", base)
+	mustCreate(t, s, nil, o)
+	stale := o.Apply(order.Paid, base) // version 2 …
+	stale.Version = 7                  // … claimed from version 6: no such version
+	var fnErr error
+	err := s.InTx(ctx, func(tx store.Executor) error {
+		fnErr = tx.CompareAndSetOrder(ctx, stale, "")
+		return fnErr
+	})
+	if !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("InTx = %v (fn saw %v), want ErrVersionConflict from the call or the commit", err, fnErr)
+	}
+	assertOrder(t, mustGet(t, s, "tenant-a", o.ID), o)
+}
+
+// inTxCompareAndSetOrder checks: compare and set order.
+func inTxCompareAndSetOrder(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	o := newOrder(t, "tenant-a", "cust-1", base)
+	mustCreate(t, s, nil, o)
+	r := mustAcquire(t, s, newClaim("tenant-a", "ship-1", o.ID, base))
+	mustRecordAttempt(t, s, r, newAttempt(o, "open-1", base))
+	cancelled := o.Apply(order.Cancelled, base.Add(time.Second))
+	if err := s.CompareAndSetOrder(ctx, cancelled, ""); !errors.Is(err, store.ErrAttemptInFlight) {
+		t.Fatalf("CAS beside an open attempt = %v, want ErrAttemptInFlight", err)
+	}
+	if err := s.CompareAndSetOrder(ctx, cancelled, "open-1"); err != nil {
+		t.Fatalf("CAS owning the open attempt = %v", err)
+	}
+	if err := s.CompareAndSetOrder(ctx, cancelled, "open-1"); !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("the same CAS again = %v, want ErrVersionConflict", err)
+	}
+	assertOrder(t, mustGet(t, s, "tenant-a", o.ID), cancelled)
 }
