@@ -177,7 +177,7 @@ fi
 HZ="$(getconf CLK_TCK)"
 TIME_BIN=""
 [ -x /usr/bin/time ] && /usr/bin/time -f '%U' -o /dev/null true 2>/dev/null && TIME_BIN=/usr/bin/time
-PG_MAIN=""
+PG_CPU_URL=""
 
 # ticks PID [FIELD...]: the sum of the given fields of /proc/PID/stat
 # (default 14 and 15: utime and stime), in clock ticks; 0 if PID is gone.
@@ -192,14 +192,25 @@ ticks() {
   echo "$sum"
 }
 
-# pg_ticks: CPU ticks of the PostgreSQL server: the postmaster and its
-# children, plus the postmaster's reaped children (backends that exited).
-pg_ticks() {
-  [ -n "$PG_MAIN" ] || { echo 0; return; }
-  local sum pid
-  sum=$(ticks "$PG_MAIN" 14 15 16 17)
-  for pid in $(pgrep -P "$PG_MAIN"); do sum=$(( sum + $(ticks "$pid") )); done
-  echo "$sum"
+# pg_snap: "PID TICKS" of the PostgreSQL processes that serve the benchmark:
+# the client backends of its database (PG_CPU_URL; not this query's own)
+# and the server's background processes (WAL writer, checkpointer, …).
+# Backends of other databases (other people's tests on a shared server) are
+# left out.
+pg_snap() {
+  [ -n "$PG_CPU_URL" ] || return 0
+  local pid
+  for pid in $(psql -X -Atc "select pid from pg_stat_activity where pid <> pg_backend_pid()
+      and (datname = current_database() or backend_type <> 'client backend')" "$PG_CPU_URL" 2>/dev/null); do
+    echo "$pid $(ticks "$pid")"
+  done
+}
+
+# pg_delta BEFORE AFTER: the ticks used between two pg_snap outputs by the
+# processes of AFTER (all of them if new).
+pg_delta() {
+  awk 'NR == FNR { t0[$1] = $2; next } { sum += $2 - ($1 in t0 ? t0[$1] : 0) } END { print sum + 0 }' \
+    <(printf '%s\n' "$1") <(printf '%s\n' "$2")
 }
 
 # pct TICKS NANOSECONDS: CPU use in % of one core.
@@ -210,16 +221,16 @@ pct() { awk -v t="$1" -v ns="$2" -v hz="$HZ" 'BEGIN { if (ns > 0) printf "%.0f",
 CPU_ORDERD="-" CPU_PG="-" CPU_LOAD="-"
 measured() {
   local t0 o0 p0 t1 o1 p1 rc=0
-  t0=$(date +%s%N); o0=$(ticks "$ORDERD_PID"); p0=$(pg_ticks)
+  p0=$(pg_snap); t0=$(date +%s%N); o0=$(ticks "$ORDERD_PID")
   if [ -n "$TIME_BIN" ]; then
     "$TIME_BIN" -f '%U %S' -o "$WORK/time.txt" "$@" || rc=$?
   else
     "$@" || rc=$?
   fi
-  t1=$(date +%s%N); o1=$(ticks "$ORDERD_PID"); p1=$(pg_ticks)
+  t1=$(date +%s%N); o1=$(ticks "$ORDERD_PID"); p1=$(pg_snap)
   CPU_ORDERD=$(pct $(( o1 - o0 )) $(( t1 - t0 )))
-  CPU_PG=$(pct $(( p1 - p0 )) $(( t1 - t0 )))
-  [ "$PG_MAIN" = "" ] && CPU_PG="-"
+  CPU_PG="-"
+  [ -n "$PG_CPU_URL" ] && CPU_PG=$(pct "$(pg_delta "$p0" "$p1")" $(( t1 - t0 )))
   CPU_LOAD="-"
   if [ -n "$TIME_BIN" ]; then
     CPU_LOAD=$(tail -n1 "$WORK/time.txt" | awk -v ns=$(( t1 - t0 )) '{ printf "%.0f", ($1 + $2) / (ns / 1e9) * 100 }')
@@ -349,14 +360,13 @@ print_table() {
 run_load() {
   LOGS="$OUT/load-logs"
   rm -rf "$LOGS"; mkdir -p "$LOGS"
-  PG_MAIN="$(head -n1 "$(psql -h 127.0.0.1 -U postgres -Atc 'show data_directory')/postmaster.pid" 2>/dev/null || true)"
-  [ -r "/proc/$PG_MAIN/stat" ] || PG_MAIN=""
   PROFILED=""
   export LUA_PATH="$PWD/bench/wrk/?.lua;;"
   local run c
   run="$(date +%s)-$$"
   echo "== load benchmark: clients $CLIENTS, ${SECS}s per phase, then create(sqlite) at $SQLITE_CLIENTS"
   fresh_db load
+  PG_CPU_URL="$URL"
   for c in "${CLIENT_LIST[@]}"; do
     start_orderd gc-on ORDERD_DATABASE_URL="$URL" ORDERD_GROUP_COMMIT=true
     wrk_phase "create(gc=on)" "$c" create.lua "wrk-$run-gcon-c$c"
@@ -383,6 +393,7 @@ run_load() {
     pgbench_phase replay.sql "$c" replay_setup.sql
     pgbench_phase pay.sql "$c" pay_setup.sql
   done
+  PG_CPU_URL=""
   start_orderd sqlite ORDERD_DATA_DIR="$WORK/sqlite-data"
   wrk_phase "create(sqlite)" "$SQLITE_CLIENTS" create.lua "wrk-$run-sqlite"
   stop_orderd
