@@ -78,6 +78,7 @@ mkdir -p "$BIN" "$OUT"
 DBS=()
 ORDERD_PID=""
 PROFILE_PID=""
+LOAD_PID=""
 
 # stop_orderd stops the orderd this script started last, if any: SIGTERM,
 # then SIGKILL after 25 s.
@@ -93,7 +94,12 @@ stop_orderd() {
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
+  set +e # clean up as much as possible whatever fails
   [ -n "$PROFILE_PID" ] && kill "$PROFILE_PID" 2>/dev/null
+  if [ -n "$LOAD_PID" ]; then # /usr/bin/time → timeout → the load generator
+    pkill -TERM -P "$LOAD_PID" 2>/dev/null
+    kill -TERM "$LOAD_PID" 2>/dev/null
+  fi
   stop_orderd
   for db in "${DBS[@]}"; do dropdb --if-exists --force -h 127.0.0.1 -U postgres "$db" 2>/dev/null || true; done
   rm -rf "$WORK"
@@ -206,31 +212,40 @@ pg_snap() {
   done
 }
 
-# pg_delta BEFORE AFTER: the ticks used between two pg_snap outputs by the
-# processes of AFTER (all of them if new).
-pg_delta() {
-  awk 'NR == FNR { t0[$1] = $2; next } { sum += $2 - ($1 in t0 ? t0[$1] : 0) } END { print sum + 0 }' \
-    <(printf '%s\n' "$1") <(printf '%s\n' "$2")
-}
-
 # pct TICKS NANOSECONDS: CPU use in % of one core.
 pct() { awk -v t="$1" -v ns="$2" -v hz="$HZ" 'BEGIN { if (ns > 0) printf "%.0f", t / hz / (ns / 1e9) * 100; else print "-" }'; }
 
 # measured CMD...: runs CMD (a load generator) and sets CPU_ORDERD, CPU_PG
-# and CPU_LOAD, the CPU orderd, PostgreSQL and CMD used meanwhile.
-CPU_ORDERD="-" CPU_PG="-" CPU_LOAD="-"
+# and CPU_LOAD, the CPU orderd, PostgreSQL and CMD used meanwhile. The
+# PostgreSQL processes are sampled every half second and each keeps its last
+# sample: orderd's backends exit when wrk closes its connections with
+# requests in flight at the end of a phase (pgx closes a connection whose
+# query's context is cancelled), so a reading after the end would miss them.
+CPU_ORDERD="-" CPU_PG="-" CPU_LOAD="-" LOAD_PID=""
 measured() {
-  local t0 o0 p0 t1 o1 p1 rc=0
-  p0=$(pg_snap); t0=$(date +%s%N); o0=$(ticks "$ORDERD_PID")
+  local t0 o0 t1 o1 rc=0 p v sum=0
+  local -A first=() last=()
+  while read -r p v; do [ -n "$p" ] && first[$p]=$v; done <<<"$(pg_snap)"
+  t0=$(date +%s%N); o0=$(ticks "$ORDERD_PID")
   if [ -n "$TIME_BIN" ]; then
-    "$TIME_BIN" -f '%U %S' -o "$WORK/time.txt" "$@" || rc=$?
+    "$TIME_BIN" -f '%U %S' -o "$WORK/time.txt" "$@" &
   else
-    "$@" || rc=$?
+    "$@" &
   fi
-  t1=$(date +%s%N); o1=$(ticks "$ORDERD_PID"); p1=$(pg_snap)
+  LOAD_PID=$!
+  while kill -0 "$LOAD_PID" 2>/dev/null; do
+    sleep 0.5
+    while read -r p v; do [ -n "$p" ] && last[$p]=$v; done <<<"$(pg_snap)"
+  done
+  wait "$LOAD_PID" || rc=$?
+  LOAD_PID=""
+  t1=$(date +%s%N); o1=$(ticks "$ORDERD_PID")
   CPU_ORDERD=$(pct $(( o1 - o0 )) $(( t1 - t0 )))
   CPU_PG="-"
-  [ -n "$PG_CPU_URL" ] && CPU_PG=$(pct "$(pg_delta "$p0" "$p1")" $(( t1 - t0 )))
+  if [ -n "$PG_CPU_URL" ]; then
+    for p in "${!last[@]}"; do sum=$(( sum + last[$p] - ${first[$p]:-0} )); done
+    CPU_PG=$(pct "$sum" $(( t1 - t0 )))
+  fi
   CPU_LOAD="-"
   if [ -n "$TIME_BIN" ]; then
     CPU_LOAD=$(tail -n1 "$WORK/time.txt" | awk -v ns=$(( t1 - t0 )) '{ printf "%.0f", ($1 + $2) / (ns / 1e9) * 100 }')
