@@ -2,7 +2,7 @@
 # Orderly's benchmarks on this machine's PostgreSQL (127.0.0.1:5432, user
 # postgres, trust auth). Method and figures: BENCHMARKS.md.
 #
-#   bash bench/run.sh            # = load: the load benchmark, one table (about 8 minutes)
+#   bash bench/run.sh            # = load: the load benchmark, one table (about 10 minutes)
 #   bash bench/run.sh gobench    # Go benchmarks of ./service/ (round trips and commits per op)
 #   bash bench/run.sh storm      # the long storm (12 000 logical operations)
 #   bash bench/run.sh all        # load, gobench and storm
