@@ -107,8 +107,14 @@ func (b *Bench) phase(ctx context.Context, op string, workers int, d time.Durati
 		ServiceRPS: round3(float64(okN.Load()) / secs), P50Ms: st.P50Ms, P99Ms: st.P99Ms}
 }
 
+// BenchOpsEnv, set to "create" in orderstorm's environment, makes Run
+// measure new orders only (no replay, pay or pgbench phase): bench/run.sh
+// uses it to compare orderd settings that only a create exercises.
+const BenchOpsEnv = "ORDERSTORM_BENCH_OPS"
+
 // Run runs every phase at every client count.
 func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
+	createOnly := os.Getenv(BenchOpsEnv) == "create"
 	var rows []BenchRow
 	for _, c := range b.Clients {
 		made := make([][]created, c)
@@ -126,6 +132,10 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 			made[w] = append(made[w], created{key: key, in: in, id: res.Value.ID})
 			return true, false
 		})
+		if createOnly {
+			rows = append(rows, create)
+			continue
+		}
 		logf(b.Log, "bench: replay with %d clients for %s", c, b.Duration)
 		replay := b.phase(ctx, book.KindReplay, c, b.Duration, func(ctx context.Context, w, i int) (bool, bool) {
 			if len(made[w]) == 0 {
