@@ -350,8 +350,9 @@ pgbench_phase() {
   local script=$1 c=$2 setup=${3:-} out="$LOGS/pgbench-${1%.sql}-c$2.txt" tps
   echo "   ${script%.sql} c=$c: pgbench ${SECS}s"
   [ -n "$setup" ] && PGOPTIONS="-c client_min_messages=warning" psql -q -X -v ON_ERROR_STOP=1 -f "bench/$setup" "$URL" >/dev/null
+  # pay.sql's clients take setup orders in turn: -D i=0 -D clients=C.
   if ! timeout $(( SECS + 60 )) "$PGBENCH" -n -M prepared -c "$c" -j "$(( c < 2 ? c : 2 ))" -T "$SECS" \
-      -f "bench/$script" "$URL" >"$out" 2>&1; then
+      -D i=0 -D clients="$c" -f "bench/$script" "$URL" >"$out" 2>&1; then
     cat "$out" >&2; echo "pgbench failed ($script c=$c)" >&2; exit 1
   fi
   tps="$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$out")"
