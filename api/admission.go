@@ -37,10 +37,17 @@ func (s *server) admit(n int) func(http.Handler) http.Handler {
 // Work the service carries on past the client (a provider call and its
 // recording, on context.WithoutCancel bounded by the lease) drops the
 // deadline with the cancellation, by design.
+//
+// The deadline replaces the client's connection as what ends a request: a
+// client that goes away does not cancel the work it started. Cancelling
+// would save little (the statement is usually done), leave the outcome as
+// unknown to the server as to the client, and cost a database connection:
+// pgx closes a connection whose statement was interrupted. The client's
+// retry with the same key replays the outcome instead.
 func deadline(d time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx, cancel := context.WithTimeout(r.Context(), d)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), d)
 			defer cancel()
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})

@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -198,6 +200,71 @@ func TestRequestDeadline(t *testing.T) {
 		}
 		if got := get(t, setup, testenv.KeyA, o.ID); got.ID != o.ID {
 			t.Fatalf("got order %s, want %s", got.ID, o.ID)
+		}
+	})
+
+	// A client that hangs up does not cancel its request: the create blocked
+	// behind a lock completes once the lock goes, so the client's retry
+	// replays it (and no pool connection is lost to an interrupted
+	// statement).
+	t.Run("a client that goes away does not cancel its request", func(t *testing.T) {
+		t.Parallel()
+		env := testenv.New(t, testenv.Postgres, testenv.Options{RequestTimeout: time.Minute, NoGroupCommit: true})
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, env.Location)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		key, customer := newKey(t), newCustomer(t)
+		hangUp, cancelClient := context.WithCancel(ctx)
+		sent := make(chan error, 1)
+		go func() {
+			body, _ := json.Marshal(orderBody(customer))
+			req, _ := http.NewRequestWithContext(hangUp, http.MethodPost, env.Server.URL+"/v1/orders", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+testenv.KeyA)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			sent <- err
+		}()
+		// The create is inside the store, waiting for the lock, once its key
+		// row's insert waits on the locked table: wait for that lock wait.
+		for {
+			var waiting bool
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'orders'::regclass)`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancelClient()
+		if err := <-sent; err == nil {
+			t.Fatal("the client's request finished; want it cut off by the client")
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The retry replays the create the hung-up request made.
+		r, err := send(env, call{Method: http.MethodPost, Path: "/v1/orders", APIKey: testenv.KeyA, IdemKey: key, Body: orderBody(customer)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, r, http.StatusCreated)
+		if !r.replayed() {
+			t.Fatalf("retry was not a replay: the hung-up create did not complete")
 		}
 	})
 
