@@ -90,19 +90,19 @@ type Config struct {
 	CompleterInterval time.Duration
 	SweepInterval     time.Duration
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
-	GroupCommit         bool
-	LogLevel            slog.Level
-	MaxInFlight         int           // API requests served at once; more are refused (503)
-	RequestTimeout      time.Duration // deadline of each API request
-	DBMaxConns          int           // PostgreSQL pool size (after ParseConfig: never 0)
-	DBStatementTimeout  time.Duration // statement_timeout of each PostgreSQL session
-	DBLockTimeout       time.Duration // lock_timeout of each PostgreSQL session
+	GroupCommit        bool
+	LogLevel           slog.Level
+	MaxInFlight        int           // API requests served at once; more are refused (503)
+	RequestTimeout     time.Duration // deadline of each API request
+	DBMaxConns         int           // PostgreSQL pool size (after ParseConfig: never 0)
+	DBStatementTimeout time.Duration // statement_timeout of each PostgreSQL session
+	DBLockTimeout      time.Duration // lock_timeout of each PostgreSQL session
 	// ReplicaURLs are the postgres:// URLs of read replicas of DatabaseURL
 	// (streaming standbys); only the read endpoints use them.
 	ReplicaURLs          []string
 	ReplicaMaxLag        time.Duration // staleness bound of a replica in rotation
 	ReplicaCheckInterval time.Duration // how often each replica's lag is measured
-	usingDevelopmentKey bool
+	usingDevelopmentKey  bool
 }
 
 // Defaults of the load bounds.
