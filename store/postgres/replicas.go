@@ -109,8 +109,9 @@ const maxToken = "FFFFFFFF/FFFFFFFF"
 
 // OpenReplicated opens the replicas of cfg beside primary, checks each one
 // that answers is a standby of primary, measures them once, and starts the
-// lag monitor. A replica that does not answer is not an error: it stays out
-// of rotation until it does. Close closes the replicas and primary.
+// lag monitor. A replica that does not answer (or lacks the database yet)
+// is not an error: it stays out of rotation until it does. Close closes the
+// replicas and primary.
 func OpenReplicated(ctx context.Context, primary *Store, cfg ReplicaConfig) (*Replicated, error) {
 	if cfg.MaxLag <= 0 {
 		cfg.MaxLag = DefaultReplicaMaxLag
@@ -135,7 +136,8 @@ func OpenReplicated(ctx context.Context, primary *Store, cfg ReplicaConfig) (*Re
 		}
 		rep := &replica{name: name, pool: pool, reason: "not checked yet"}
 		r.replicas = append(r.replicas, rep)
-		if err := checkStandby(ctx, pool, sysID); err != nil && !errors.Is(translate(err), store.ErrUnavailable) {
+		var wrong *notAStandbyError
+		if err := checkStandby(ctx, pool, sysID); errors.As(err, &wrong) {
 			r.closeReplicas()
 			return nil, fmt.Errorf("postgres: replica %s: %w", name, err)
 		}
@@ -155,9 +157,17 @@ func systemIdentifier(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	return id, err
 }
 
-// checkStandby returns an error unless pool's server is a standby of the
-// cluster sysID. WAL positions of another cluster mean nothing here, and a
-// server that is not in recovery is not bounded by any replay position.
+// notAStandbyError says a replica answered and is not a standby of the
+// primary: a configuration error, unlike a replica that does not answer
+// (yet: a new database reaches a lagging standby late).
+type notAStandbyError struct{ msg string }
+
+func (e *notAStandbyError) Error() string { return e.msg }
+
+// checkStandby returns a *notAStandbyError unless pool's server is a
+// standby of the cluster sysID, or the error that kept it from asking. WAL
+// positions of another cluster mean nothing here, and a server that is not
+// in recovery is not bounded by any replay position.
 func checkStandby(ctx context.Context, pool *pgxpool.Pool, sysID int64) error {
 	var inRecovery bool
 	var id int64
@@ -167,9 +177,9 @@ func checkStandby(ctx context.Context, pool *pgxpool.Pool, sysID int64) error {
 	case err != nil:
 		return err
 	case !inRecovery:
-		return errors.New("it is not a standby (pg_is_in_recovery() is false); point the replica URLs at streaming replicas of the primary")
+		return &notAStandbyError{"it is not a standby (pg_is_in_recovery() is false); point the replica URLs at streaming replicas of the primary"}
 	case id != sysID:
-		return fmt.Errorf("it is a standby of another cluster (system identifier %d, the primary's is %d)", id, sysID)
+		return &notAStandbyError{fmt.Sprintf("it is a standby of another cluster (system identifier %d, the primary's is %d)", id, sysID)}
 	}
 	return nil
 }
@@ -338,9 +348,13 @@ func (r *Replicated) measure(ctx context.Context, rep *replica, timeout time.Dur
 		if lsn > rep.replayed.Load() {
 			rep.replayed.Store(lsn)
 		}
-		lag = r.lagOf(lsn, now)
-		in = lag <= r.cfg.MaxLag
-		if !in {
+		var known bool
+		lag, known = r.lagOf(lsn, now)
+		in = known && lag <= r.cfg.MaxLag
+		switch {
+		case !known:
+			reason = "behind every primary position measured: lag unknown"
+		case !in:
 			reason = "lag above " + r.cfg.MaxLag.String()
 		}
 	}
@@ -369,8 +383,9 @@ func (r *Replicated) addSample(s positionSample) {
 	r.samples = append(r.samples[:0], r.samples[drop:]...)
 }
 
-// lagOf returns how stale a replica that has replayed to lsn is at now.
-func (r *Replicated) lagOf(lsn uint64, now time.Time) time.Duration {
+// lagOf returns how stale a replica that has replayed to lsn is at now, and
+// whether that is known or only a lower bound.
+func (r *Replicated) lagOf(lsn uint64, now time.Time) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return lagOf(r.samples, lsn, now)
@@ -384,21 +399,24 @@ const walPageHeader = 40
 
 // lagOf returns how long ago the newest of samples (oldest first) whose
 // position lsn has reached was taken: the replica shows the primary as of
-// then or later. A replica behind every sample is as old as the oldest
-// sample at least. With no samples the lag is 0.
-func lagOf(samples []positionSample, lsn uint64, now time.Time) time.Duration {
+// then or later. With no samples the lag is 0. A replica behind every
+// sample is at least as old as the oldest sample, but how much older is
+// unknown (known is false): the samples span twice the bound once the
+// monitor has run that long, and at start a replica behind the first sample
+// may be behind by anything.
+func lagOf(samples []positionSample, lsn uint64, now time.Time) (lag time.Duration, known bool) {
 	for i := len(samples) - 1; i >= 0; i-- {
 		if lsn+walPageHeader >= samples[i].lsn {
 			if i == len(samples)-1 {
-				return 0 // caught up with the newest sample
+				return 0, true // caught up with the newest sample
 			}
-			return max(0, now.Sub(samples[i+1].at))
+			return max(0, now.Sub(samples[i+1].at)), true
 		}
 	}
 	if len(samples) == 0 {
-		return 0
+		return 0, true
 	}
-	return max(0, now.Sub(samples[0].at))
+	return max(0, now.Sub(samples[0].at)), false
 }
 
 // ReplicaStats is what the lag monitor last measured of one replica, and
@@ -408,7 +426,8 @@ type ReplicaStats struct {
 	Name string
 	// InRotation says whether the replica serves reads.
 	InRotation bool
-	// Lag is the replica's staleness at its last check.
+	// Lag is the replica's staleness at its last check (a lower bound when
+	// Reason says it is unknown).
 	Lag time.Duration
 	// ReplayLSN is its last replayed WAL position ("0/0" before the first
 	// check that reached it).

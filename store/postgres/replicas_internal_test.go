@@ -37,7 +37,8 @@ func TestParseLSN(t *testing.T) {
 
 // TestLagOf: a replica's lag is the age of the oldest primary sample it has
 // not replayed, so an idle primary means no lag however old the last write,
-// a replica that stopped replaying grows older with every sample, and the
+// a replica that stopped replaying grows older with every sample, one behind
+// every sample has an unknown lag, and the
 // page header of an insert position at a page's start is forgiven.
 func TestLagOf(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -48,20 +49,21 @@ func TestLagOf(t *testing.T) {
 		replay uint64
 		now    time.Time
 		want   time.Duration
+		known  bool
 	}{
-		{"caught up with the newest sample", 8192*2 + 24, at(4.5), 0},
-		{"at the page boundary before the newest sample's header", 8192 * 2, at(4.5), 0},
-		{"missing the newest sample only", 3000, at(4.5), 500 * time.Millisecond},
-		{"missing the samples from 1s on", 1500, at(4.5), 3500 * time.Millisecond},
-		{"behind every sample", 10, at(4.5), 4500 * time.Millisecond},
+		{"caught up with the newest sample", 8192*2 + 24, at(4.5), 0, true},
+		{"at the page boundary before the newest sample's header", 8192 * 2, at(4.5), 0, true},
+		{"missing the newest sample only", 3000, at(4.5), 500 * time.Millisecond, true},
+		{"missing the samples from 1s on", 1500, at(4.5), 3500 * time.Millisecond, true},
+		{"behind every sample: at least as old as the oldest, maybe older", 10, at(4.5), 4500 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := lagOf(samples, tc.replay, tc.now); got != tc.want {
-				t.Errorf("lagOf(replay %d) = %s, want %s", tc.replay, got, tc.want)
+			if got, known := lagOf(samples, tc.replay, tc.now); got != tc.want || known != tc.known {
+				t.Errorf("lagOf(replay %d) = %s, known %v; want %s, %v", tc.replay, got, known, tc.want, tc.known)
 			}
 		})
 	}
-	if got := lagOf(nil, 0, at(9)); got != 0 {
+	if got, known := lagOf(nil, 0, at(9)); got != 0 || !known {
 		t.Errorf("lagOf with no samples = %s, want 0", got)
 	}
 }
