@@ -132,9 +132,9 @@ func TestPausedReplayLeavesRotation(t *testing.T) {
 	if !strings.Contains(r.Reason, "lag above "+bound.String()) {
 		t.Errorf("out of rotation because %q, want the lag bound", r.Reason)
 	}
-	if !strings.Contains(s.logs.String(), `"msg":"replica rotation"`) ||
-		!strings.Contains(s.logs.String(), `"in_rotation":false`) {
-		t.Errorf("no log line for leaving rotation:\n%s", s.logs.String())
+	if !strings.Contains(s.log(t), `"msg":"replica rotation"`) ||
+		!strings.Contains(s.log(t), `"in_rotation":false`) {
+		t.Errorf("no log line for leaving rotation:\n%s", s.log(t))
 	}
 	before, primaryBefore := replicaStats(s)
 	for range 20 {
@@ -150,8 +150,8 @@ func TestPausedReplayLeavesRotation(t *testing.T) {
 
 	standbyExec(t, p, db, "SELECT pg_wal_replay_resume()")
 	eventually(t, "the resumed replica returns to rotation", func() bool { r, _ := replicaStats(s); return r.InRotation })
-	if n := strings.Count(s.logs.String(), `"in_rotation":true`); n < 2 {
-		t.Errorf("%d log lines of entering rotation, want the first and the return:\n%s", n, s.logs.String())
+	if n := strings.Count(s.log(t), `"in_rotation":true`); n < 2 {
+		t.Errorf("%d log lines of entering rotation, want the first and the return:\n%s", n, s.log(t))
 	}
 	before, _ = replicaStats(s)
 	for range 20 {

@@ -7,8 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +34,17 @@ const (
 type stack struct {
 	store *postgres.Replicated
 	url   string
-	logs  *syncBuffer
+	logs  string // the path of its JSON log
+}
+
+// log returns what the stack has logged so far.
+func (s *stack) log(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(s.logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // newStack opens database db of p with its standby as the one replica,
@@ -45,8 +56,13 @@ func newStack(t *testing.T, p *pgpair.Pair, db string, maxLag time.Duration) *st
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, nil))
+	logs := filepath.Join(t.TempDir(), "orderd.log")
+	f, err := os.Create(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	log := slog.New(slog.NewJSONHandler(f, nil))
 	st, err := postgres.OpenReplicated(t.Context(), primary, postgres.ReplicaConfig{
 		Replicas: []*pgxpool.Config{poolConfig(t, p.StandbyURL(db), 8)},
 		MaxLag:   maxLag, CheckInterval: 50 * time.Millisecond, Logger: log,
@@ -125,21 +141,3 @@ var orderBody = map[string]any{"customer_id": "cus_replica", "currency": "EUR",
 var payBody = map[string]any{"amount": 2500, "currency": "EUR", "payment_method": "pm_card_visa"}
 
 func newKey() string { return uuid.NewString() }
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
