@@ -195,7 +195,7 @@ func (s *server) createOrder(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) getOrder(w http.ResponseWriter, r *http.Request) {
-	o, err := s.svc.Get(r.Context(), tenantOf(r.Context()), chi.URLParam(r, "id"))
+	o, err := s.svc.Get(readContext(r), tenantOf(r.Context()), chi.URLParam(r, "id"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -234,7 +234,7 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "invalid query parameters", Fields: fe})
 		return
 	}
-	os, next, err := s.svc.List(r.Context(), tenantOf(r.Context()), f)
+	os, next, err := s.svc.List(readContext(r), tenantOf(r.Context()), f)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -383,6 +383,7 @@ func (s *server) respond(w http.ResponseWriter, r *http.Request, create bool, re
 	if !res.KeyExpiresAt.IsZero() {
 		w.Header().Set("Idempotency-Key-Expires", res.KeyExpiresAt.UTC().Format(http.TimeFormat))
 	}
+	s.setConsistencyToken(w, r, err)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

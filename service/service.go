@@ -174,18 +174,20 @@ type PayInput struct {
 // Ping checks the store.
 func (s *Service) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
 
-// Get returns the tenant's order id, or ENotFound.
+// Get returns the tenant's order id, or ENotFound. It is the read
+// endpoint's use case, never a decision: with read replicas it may answer
+// from one (see WithConsistencyToken).
 func (s *Service) Get(ctx context.Context, tenantID, id string) (order.Order, error) {
 	if !order.ValidID(id) {
 		return order.Order{}, notFound(store.ErrNotFound, id)
 	}
-	o, err := s.store.GetOrder(ctx, tenantID, id)
+	o, err := s.readOrder(ctx, tenantID, id)
 	return o, notFound(err, id)
 }
 
 // List returns the tenant's orders matching f, newest first, and the cursor
 // of the next page ("" on the last page). Limit is clamped to [1, 100],
-// default 20.
+// default 20. Like Get, it may answer from a read replica.
 func (s *Service) List(ctx context.Context, tenantID string, f order.Filter) ([]order.Order, string, error) {
 	switch {
 	case f.Limit <= 0:
@@ -199,7 +201,7 @@ func (s *Service) List(ctx context.Context, tenantID string, f order.Filter) ([]
 	}
 	want := f.Limit
 	f.Limit++
-	os, err := s.store.ListOrders(ctx, tenantID, f)
+	os, err := s.readOrders(ctx, tenantID, f)
 	if err != nil {
 		return nil, "", err
 	}

@@ -90,14 +90,19 @@ type Config struct {
 	CompleterInterval time.Duration
 	SweepInterval     time.Duration
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
-	GroupCommit         bool
-	LogLevel            slog.Level
-	MaxInFlight         int           // API requests served at once; more are refused (503)
-	RequestTimeout      time.Duration // deadline of each API request
-	DBMaxConns          int           // PostgreSQL pool size (after ParseConfig: never 0)
-	DBStatementTimeout  time.Duration // statement_timeout of each PostgreSQL session
-	DBLockTimeout       time.Duration // lock_timeout of each PostgreSQL session
-	usingDevelopmentKey bool
+	GroupCommit        bool
+	LogLevel           slog.Level
+	MaxInFlight        int           // API requests served at once; more are refused (503)
+	RequestTimeout     time.Duration // deadline of each API request
+	DBMaxConns         int           // PostgreSQL pool size (after ParseConfig: never 0)
+	DBStatementTimeout time.Duration // statement_timeout of each PostgreSQL session
+	DBLockTimeout      time.Duration // lock_timeout of each PostgreSQL session
+	// ReplicaURLs are the postgres:// URLs of read replicas of DatabaseURL
+	// (streaming standbys); only the read endpoints use them.
+	ReplicaURLs          []string
+	ReplicaMaxLag        time.Duration // staleness bound of a replica in rotation
+	ReplicaCheckInterval time.Duration // how often each replica's lag is measured
+	usingDevelopmentKey  bool
 }
 
 // Defaults of the load bounds.
@@ -127,6 +132,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		policy   = fs.String("idempotency-policy", string(idempotency.PolicyDerive), "without an Idempotency-Key: derive, require or off")
 		volatile = fs.String("volatile-fields", strings.Join(idempotency.DefaultVolatileFields, ","), "body members ignored by the fingerprint, comma-separated")
 		level    = fs.String("log-level", "info", "debug, info, warn or error")
+		replicas = fs.String("database-replica-urls", "", "postgres:// URLs of streaming replicas of -database-url, comma-separated; only GET /v1/orders and GET /v1/orders/{id} read from them")
 	)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (env ORDERD_ADDR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres:// URL; empty selects the embedded store (env ORDERD_DATABASE_URL)")
@@ -148,6 +154,8 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of each API request (503 and Retry-After past it); must exceed -max-wait")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL pool size; 0 derives min(-max-in-flight, %d); a pool_max_conns URL parameter wins", MaxDerivedDBConns))
 	fs.DurationVar(&c.DBStatementTimeout, "db-statement-timeout", DefaultDBStatementTimeout, "statement_timeout of orderd's PostgreSQL sessions; a statement_timeout URL parameter wins")
+	fs.DurationVar(&c.ReplicaMaxLag, "database-replica-max-lag", postgres.DefaultReplicaMaxLag, "a replica further behind the primary than this, or unreachable, serves no reads until it catches up")
+	fs.DurationVar(&c.ReplicaCheckInterval, "database-replica-check-interval", postgres.DefaultReplicaCheckInterval, "how often each replica's lag is measured; below -database-replica-max-lag")
 	fs.DurationVar(&c.DBLockTimeout, "db-lock-timeout", DefaultDBLockTimeout, "lock_timeout of orderd's PostgreSQL sessions, below -db-statement-timeout; a lock_timeout URL parameter wins")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -202,10 +210,40 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		c.APIKeys = map[string]string{DevAPIKey: DevTenant}
 		c.usingDevelopmentKey = true
 	}
-	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+	if c.DatabaseURL != "" && !isPostgresURL(c.DatabaseURL) {
 		return c, errors.New("-database-url (ORDERD_DATABASE_URL) must be a postgres:// URL, or empty for the embedded store")
 	}
+	if err := c.parseReplicas(*replicas); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+func isPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// parseReplicas parses -database-replica-urls and checks the replica
+// settings.
+func (c *Config) parseReplicas(spec string) error {
+	for _, u := range strings.Split(spec, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if !isPostgresURL(u) {
+			return fmt.Errorf("-database-replica-urls (ORDERD_DATABASE_REPLICA_URLS): replica %d must be a postgres:// URL", len(c.ReplicaURLs)+1)
+		}
+		c.ReplicaURLs = append(c.ReplicaURLs, u)
+	}
+	if len(c.ReplicaURLs) > 0 && c.DatabaseURL == "" {
+		return errors.New("-database-replica-urls (ORDERD_DATABASE_REPLICA_URLS) is set, but the embedded store has no read replicas: " +
+			"set -database-url (ORDERD_DATABASE_URL) to the primary, or unset the replica URLs")
+	}
+	if c.ReplicaMaxLag <= 0 || c.ReplicaCheckInterval <= 0 || c.ReplicaCheckInterval >= c.ReplicaMaxLag {
+		return fmt.Errorf("-database-replica-check-interval (ORDERD_DATABASE_REPLICA_CHECK_INTERVAL, %s) must be positive and below -database-replica-max-lag (ORDERD_DATABASE_REPLICA_MAX_LAG, %s)",
+			c.ReplicaCheckInterval, c.ReplicaMaxLag)
+	}
+	return nil
 }
 
 // checkLoadBounds validates the admission bound, the deadlines and the pool
@@ -262,7 +300,7 @@ func parseAPIKeys(spec string) (map[string]string, error) {
 // Run serves until ctx is done, then shuts down gracefully.
 func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel}))
-	st, attrs, err := openStore(ctx, c)
+	st, attrs, err := openStore(ctx, c, log)
 	if err != nil {
 		return err
 	}
@@ -391,35 +429,53 @@ func every(ctx context.Context, interval time.Duration, fn func(context.Context)
 
 // openStore opens the configured store and returns it with log attributes
 // describing it.
-func openStore(ctx context.Context, c Config) (store.Store, []any, error) {
+func openStore(ctx context.Context, c Config, log *slog.Logger) (store.Store, []any, error) {
 	if c.DatabaseURL == "" {
 		st, err := sqlite.Open(ctx, c.DataDir)
 		return st, []any{"store", "sqlite"}, err
 	}
-	pc, err := poolConfig(c)
+	pc, err := poolConfig(c, c.DatabaseURL, "-database-url (ORDERD_DATABASE_URL)")
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := postgres.OpenConfig(ctx, pc)
 	rp := pc.ConnConfig.RuntimeParams
-	return st, []any{"store", "postgres", "pool_max_conns", pc.MaxConns, "pool_min_conns", pc.MinConns,
-		"statement_timeout", rp["statement_timeout"], "lock_timeout", rp["lock_timeout"]}, err
+	attrs := []any{"store", "postgres", "pool_max_conns", pc.MaxConns, "pool_min_conns", pc.MinConns,
+		"statement_timeout", rp["statement_timeout"], "lock_timeout", rp["lock_timeout"], "replicas", len(c.ReplicaURLs)}
+	rc := postgres.ReplicaConfig{MaxLag: c.ReplicaMaxLag, CheckInterval: c.ReplicaCheckInterval, Logger: log}
+	for i, u := range c.ReplicaURLs {
+		rpc, err := poolConfig(c, u, fmt.Sprintf("-database-replica-urls (ORDERD_DATABASE_REPLICA_URLS) replica %d", i+1))
+		if err != nil {
+			return nil, nil, err
+		}
+		rc.Replicas = append(rc.Replicas, rpc)
+	}
+	st, err := postgres.OpenConfig(ctx, pc)
+	if err != nil || len(rc.Replicas) == 0 {
+		return st, attrs, err
+	}
+	rst, err := postgres.OpenReplicated(ctx, st, rc)
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("-database-replica-urls (ORDERD_DATABASE_REPLICA_URLS): %w", err)
+	}
+	return rst, attrs, nil
 }
 
-// poolConfig is the PostgreSQL pool configuration of c.DatabaseURL with
+// poolConfig is the PostgreSQL pool configuration of rawURL (the primary's
+// or a replica's, named setting in errors) with
 // orderd's sizing and session timeouts: MaxConns c.DBMaxConns, MinConns
 // DBMinConns (at most MaxConns), and the runtime parameters
 // statement_timeout and lock_timeout on every connection. What the URL sets
 // itself (pool_max_conns, pool_min_conns, statement_timeout, lock_timeout)
 // wins: it is the more specific setting.
-func poolConfig(c Config) (*pgxpool.Config, error) {
-	pc, err := pgxpool.ParseConfig(c.DatabaseURL)
+func poolConfig(c Config, rawURL, setting string) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("-database-url (ORDERD_DATABASE_URL): %w", err)
+		return nil, fmt.Errorf("%s: %w", setting, err)
 	}
-	u, err := url.Parse(c.DatabaseURL)
+	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, errors.New("-database-url (ORDERD_DATABASE_URL) is not a URL")
+		return nil, errors.New(setting + " is not a URL")
 	}
 	q := u.Query()
 	if !q.Has("pool_max_conns") {
@@ -429,7 +485,7 @@ func poolConfig(c Config) (*pgxpool.Config, error) {
 		pc.MinConns = min(DBMinConns, pc.MaxConns)
 	}
 	if pc.MinConns > pc.MaxConns {
-		return nil, fmt.Errorf("-database-url (ORDERD_DATABASE_URL): pool_min_conns %d exceeds the pool size %d", pc.MinConns, pc.MaxConns)
+		return nil, fmt.Errorf("%s: pool_min_conns %d exceeds the pool size %d", setting, pc.MinConns, pc.MaxConns)
 	}
 	rp := pc.ConnConfig.RuntimeParams
 	for name, d := range map[string]time.Duration{"statement_timeout": c.DBStatementTimeout, "lock_timeout": c.DBLockTimeout} {

@@ -310,7 +310,7 @@ func TestPoolConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pc, err := poolConfig(c)
+			pc, err := poolConfig(c, c.DatabaseURL, "-database-url")
 			if err != nil {
 				t.Fatal(err)
 			}
