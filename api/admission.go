@@ -47,6 +47,10 @@ func (s *server) admit(n int) func(http.Handler) http.Handler {
 func deadline(d time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Reading the body counts too: a client that trickles it in
+			// would otherwise hold its admission slot until the server's
+			// ReadTimeout (408 request_timeout instead).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), d)
 			defer cancel()
 			next.ServeHTTP(w, r.WithContext(ctx))

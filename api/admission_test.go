@@ -1,9 +1,13 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -289,4 +293,31 @@ func TestRequestDeadline(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestSlowBodyEndsAtTheDeadline: a client that sends its headers and then
+// trickles its body does not hold its admission slot past the request
+// deadline: it gets 408 request_timeout.
+func TestSlowBodyEndsAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.SQLite, testenv.Options{RequestTimeout: 300 * time.Millisecond, MaxInFlight: 1})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.Server.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"customer_id\":", testenv.KeyA)
+	// Generous: without the read deadline the server would wait forever.
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a trickled body: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(raw), "request_timeout") {
+		t.Fatalf("trickled body answered %d %s; want 408 request_timeout", resp.StatusCode, raw)
+	}
+	// The slot is free again: the next request is served.
+	wantStatus(t, do(t, env, http.MethodGet, "/v1/orders", testenv.KeyA, "", nil), http.StatusOK)
 }

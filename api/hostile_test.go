@@ -91,11 +91,12 @@ func TestHostileInput(t *testing.T) {
 			wantStatus(t, do(t, env, http.MethodHead, "/healthz", "", "", nil), http.StatusOK)
 		})
 
-		t.Run("no body and {} are the same fulfil or cancel", func(t *testing.T) {
+		t.Run("no body, {} and null are the same fulfil or cancel", func(t *testing.T) {
 			c := orderIn(t, env, order.Received)
 			key := newKey(t)
 			wantStatus(t, do(t, env, http.MethodPost, eventPath(c.ID, order.EventCancel), testenv.KeyA, key, nil), http.StatusOK)
 			wantReplayOf(t, do(t, env, http.MethodPost, eventPath(c.ID, order.EventCancel), testenv.KeyA, key, `{}`), http.StatusOK)
+			wantReplayOf(t, do(t, env, http.MethodPost, eventPath(c.ID, order.EventCancel), testenv.KeyA, key, `null`), http.StatusOK)
 		})
 
 		if got := list(t, env, testenv.KeyA, nil); len(got.Data) != 2 {

@@ -22,6 +22,7 @@ const ProblemBaseURI = "https://orderly.dev/problems/"
 const (
 	codeUnauthorized     apperr.Code = "unauthorized"
 	codeTooLarge         apperr.Code = "payload_too_large"
+	codeRequestTimeout   apperr.Code = "request_timeout"
 	codeUnsupportedMedia apperr.Code = "unsupported_media_type"
 	codeMethodNotAllowed apperr.Code = "method_not_allowed"
 	// codeOverloaded: the server already serves its limit of requests at
@@ -57,6 +58,7 @@ var problems = map[apperr.Code]problemKind{
 	apperr.EInternal:            {http.StatusInternalServerError, "Internal error", 0},
 	codeUnauthorized:            {http.StatusUnauthorized, "Unauthorized", 0},
 	codeTooLarge:                {http.StatusRequestEntityTooLarge, "Payload too large", 0},
+	codeRequestTimeout:          {http.StatusRequestTimeout, "Request timeout", 0},
 	codeUnsupportedMedia:        {http.StatusUnsupportedMediaType, "Unsupported media type", 0},
 	codeMethodNotAllowed:        {http.StatusMethodNotAllowed, "Method not allowed", 0},
 	codeOverloaded:              {http.StatusServiceUnavailable, "Server overloaded", 1},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request, v any, require
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return nil, apperr.Errorf(codeTooLarge, "the request body exceeds %d bytes", tooLarge.Limit)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, apperr.Errorf(codeRequestTimeout, "the request body did not arrive within the request deadline")
 		}
 		return nil, apperr.Errorf(apperr.EInvalid, "the request body could not be read")
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -309,8 +310,8 @@ func (s *server) emptyBodyEvent(w http.ResponseWriter, r *http.Request, route st
 		writeError(w, r, s.log, err)
 		return
 	}
-	if body == nil {
-		body = []byte("{}") // no body and {} are the same request
+	if body == nil || bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
+		body = []byte("{}") // no body, null and {} are the same request
 	}
 	id := chi.URLParam(r, "id")
 	key, err := s.idempotencyKey(r, route, map[string]string{"id": id}, body)
