@@ -19,12 +19,12 @@ const SecretPrefix = "whsec_"
 // Endpoint is a tenant's webhook target: the URL that receives a POST of
 // every event whose type is in Types.
 type Endpoint struct {
-	ID       string    `json:"id"`
-	TenantID string    `json:"-"`
-	URL      string    `json:"url"`
-	Types    []Type    `json:"events"`
-	Secret   string    `json:"secret,omitempty"`
-	Enabled  bool      `json:"enabled"`
+	ID       string `json:"id"`
+	TenantID string `json:"-"`
+	URL      string `json:"url"`
+	Types    []Type `json:"events"`
+	Secret   string `json:"secret,omitempty"`
+	Enabled  bool   `json:"enabled"`
 	// DisabledReason says why delivery stopped (such as a 410 Gone).
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`

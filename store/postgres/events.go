@@ -62,7 +62,7 @@ func (e executor) AppendEvent(ctx context.Context, ev event.Event) error {
 
 const eventColumns = `id, tenant_id, order_id, sequence, type, body, txid::text`
 
-// listEvents reads a feed page ($1 tenant or '' for all, $2 type, $3 order
+// listEvents reads a feed page ($1 tenant or ” for all, $2 type, $3 order
 // id, $4 after txid, $5 after id, $6 limit): only events whose transaction
 // id is below the oldest running transaction's, so nothing can commit
 // before them later; ordered by (txid, id), the cursor's order.

@@ -47,7 +47,7 @@ func (e executor) AppendEvent(ctx context.Context, ev event.Event) error {
 
 const eventColumns = `id, tenant_id, order_id, sequence, type, body, position`
 
-// listEvents reads a feed page ($1 tenant or '' for all, $2 type, $3 order
+// listEvents reads a feed page ($1 tenant or ” for all, $2 type, $3 order
 // id, $4 after position, $5 limit). Writes are serialised, so positions
 // commit in order and a cursor never skips a late commit.
 const listEvents = `SELECT ` + eventColumns + ` FROM order_events
