@@ -97,6 +97,7 @@ type Config struct {
 	DBMaxConns          int           // PostgreSQL pool size (after ParseConfig: never 0)
 	DBStatementTimeout  time.Duration // statement_timeout of each PostgreSQL session
 	DBLockTimeout       time.Duration // lock_timeout of each PostgreSQL session
+	Events              EventsConfig
 	usingDevelopmentKey bool
 }
 
@@ -149,6 +150,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL pool size; 0 derives min(-max-in-flight, %d); a pool_max_conns URL parameter wins", MaxDerivedDBConns))
 	fs.DurationVar(&c.DBStatementTimeout, "db-statement-timeout", DefaultDBStatementTimeout, "statement_timeout of orderd's PostgreSQL sessions; a statement_timeout URL parameter wins")
 	fs.DurationVar(&c.DBLockTimeout, "db-lock-timeout", DefaultDBLockTimeout, "lock_timeout of orderd's PostgreSQL sessions, below -db-statement-timeout; a lock_timeout URL parameter wins")
+	c.Events.flags(fs)
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if !strings.Contains(f.Usage, env) {
@@ -170,6 +172,9 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	if c.CompleterInterval <= 0 || c.SweepInterval <= 0 || c.MaxWait < 0 {
 		return c, errors.New("-completer-interval and -sweep-interval must be positive")
+	}
+	if err := c.Events.check(); err != nil {
+		return c, err
 	}
 	if err := c.checkLoadBounds(); err != nil {
 		return c, err
@@ -303,7 +308,12 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 			}
 		}
 	})
+	endpoints, err := startEvents(workers, c.Events, st, log)
+	if err != nil {
+		return err
+	}
 	handler := api.New(svc, api.Config{
+		Events:         endpoints,
 		APIKeys:        c.APIKeys,
 		Policy:         c.Policy,
 		Fingerprinter:  idempotency.Fingerprinter{VolatileFields: c.VolatileFields},
