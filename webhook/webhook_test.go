@@ -285,7 +285,10 @@ func TestGoneDisablesAndWindowEnds(t *testing.T) {
 			gone := newReceiver(t)
 			gone.respond = func(_ int, w http.ResponseWriter) int { w.WriteHeader(http.StatusGone); return http.StatusGone }
 			down := newReceiver(t)
-			down.respond = func(_ int, w http.ResponseWriter) int { w.WriteHeader(http.StatusBadGateway); return http.StatusBadGateway }
+			down.respond = func(_ int, w http.ResponseWriter) int {
+				w.WriteHeader(http.StatusBadGateway)
+				return http.StatusBadGateway
+			}
 			gep := f.endpoint(t, gone)
 			dep := f.endpoint(t, down)
 			f.lifecycle(t, 0)
