@@ -29,8 +29,8 @@ type Config struct {
 	// Timeout bounds one attempt, connect to last byte (default 10s).
 	Timeout time.Duration
 	// Lease is how long an instance holds a delivery it is sending; it
-	// must exceed Timeout (default Timeout + 20s). Past it another
-	// instance may send it again.
+	// must exceed Timeout (default Timeout + 5s, time enough to record the
+	// outcome). Past it another instance may send it again.
 	Lease time.Duration
 	// BaseBackoff and MaxBackoff bound the exponential backoff: attempt n
 	// waits a uniformly random time in [0, min(MaxBackoff, BaseBackoff ×
@@ -73,7 +73,7 @@ func NewDispatcher(s store.EventStore, cfg Config) *Dispatcher {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Lease <= cfg.Timeout {
-		cfg.Lease = cfg.Timeout + 20*time.Second
+		cfg.Lease = cfg.Timeout + 5*time.Second
 	}
 	if cfg.BaseBackoff <= 0 {
 		cfg.BaseBackoff = DefaultBaseBackoff
