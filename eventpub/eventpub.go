@@ -14,7 +14,6 @@ package eventpub
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -57,8 +56,6 @@ type Publisher struct {
 	Batch int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Logger receives errors (default slog.Default()).
-	Logger *slog.Logger
 }
 
 func (p *Publisher) defaults() {
@@ -70,9 +67,6 @@ func (p *Publisher) defaults() {
 	}
 	if p.Now == nil {
 		p.Now = time.Now
-	}
-	if p.Logger == nil {
-		p.Logger = slog.Default()
 	}
 }
 
@@ -114,26 +108,4 @@ func errJoin(a, b error) error {
 		return a
 	}
 	return fmt.Errorf("%w (and recording progress: %v)", a, b)
-}
-
-// Run publishes every interval until ctx ends; a full batch runs again at
-// once.
-func (p *Publisher) Run(ctx context.Context, interval time.Duration) {
-	p.defaults()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		n, err := p.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			p.Logger.Warn("publishing events to NATS JetStream failed; retrying", "err", err)
-		}
-		if n == p.Batch && err == nil {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

@@ -109,27 +109,6 @@ func NewDispatcher(s store.EventStore, cfg Config) *Dispatcher {
 	}}
 }
 
-// Run sends deliveries every interval until ctx ends; a pass that finds a
-// full batch runs again at once.
-func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		n, err := d.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			d.cfg.Logger.Warn("webhook delivery pass failed", "err", err)
-		}
-		if n == d.cfg.Batch && err == nil {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // RunOnce leases at most Batch due deliveries, sends them concurrently and
 // records each outcome. It returns how many it leased.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {

@@ -63,7 +63,7 @@ func startEvents(ctx context.Context, c EventsConfig, st store.Store, log *slog.
 	}
 	d := webhook.NewDispatcher(es, webhook.Config{AllowPrivate: c.WebhookAllowPrivate, RetryWindow: c.WebhookRetryWindow,
 		Timeout: c.WebhookTimeout, BaseBackoff: c.WebhookBackoff, Logger: log})
-	go d.Run(ctx, c.WebhookInterval)
+	go drainEvery(ctx, c.WebhookInterval, d.RunOnce, log.With("worker", "webhooks"))
 	if c.NATSURL != "" {
 		nc, err := nats.Connect(c.NATSURL, nats.Name("orderd"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
 		if err != nil {
@@ -75,12 +75,28 @@ func startEvents(ctx context.Context, c EventsConfig, st store.Store, log *slog.
 			return nil, fmt.Errorf("-nats-url (ORDERD_NATS_URL): %w", err)
 		}
 		host, _ := os.Hostname()
-		p := &eventpub.Publisher{Store: es, JS: js, Holder: host + "/" + uuid.NewString(), Logger: log}
+		p := &eventpub.Publisher{Store: es, JS: js, Holder: host + "/" + uuid.NewString()}
 		go func() {
 			defer nc.Close()
-			p.Run(ctx, c.PublishInterval)
+			drainEvery(ctx, c.PublishInterval, p.RunOnce, log.With("worker", "nats"))
 		}()
 		log.Info("publishing events to NATS JetStream", "subjects", eventpub.SubjectPrefix+"<tenant>.<type>")
 	}
 	return &webhook.Endpoints{Store: es, AllowPrivate: c.WebhookAllowPrivate}, nil
+}
+
+// drainEvery runs pass every interval until ctx ends; a pass that did
+// something (n > 0) is followed at once by another, at most 100 in a row.
+func drainEvery(ctx context.Context, interval time.Duration, pass func(context.Context) (int, error), log *slog.Logger) {
+	every(ctx, interval, func(ctx context.Context) {
+		for range 100 {
+			n, err := pass(ctx)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("event pass failed; retrying", "err", err)
+			}
+			if n == 0 || err != nil {
+				return
+			}
+		}
+	})
 }
