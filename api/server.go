@@ -20,6 +20,7 @@ import (
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/service"
+	"github.com/orderly/orderly/webhook"
 )
 
 // DefaultMaxBodyBytes is the default request body limit (64 KiB).
@@ -50,6 +51,9 @@ type Config struct {
 	// service has started finishes past it, bounded by its lease. Zero
 	// means no deadline.
 	RequestTimeout time.Duration
+	// Events, when set, serves the event feed (/v1/events) and the webhook
+	// endpoints (/v1/webhook-endpoints).
+	Events *webhook.Endpoints
 }
 
 type server struct {
@@ -83,7 +87,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		// RFC 9110 §15.5.6: a 405 lists the allowed methods in Allow.
 		var allowed []string
-		for _, m := range []string{http.MethodGet, http.MethodPost} {
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 			if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
 				allowed = append(allowed, m)
 			}
@@ -110,6 +114,9 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		r.Post("/orders/{id}/fulfill", s.fulfillOrder)
 		r.Post("/orders/{id}/cancel", s.cancelOrder)
 		r.Get("/idempotency-keys/{key}", s.getKeyStatus)
+		if cfg.Events != nil {
+			s.mountEvents(r, cfg.Events)
+		}
 	})
 	s.router = r
 	return r

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
@@ -364,8 +365,8 @@ func (s *Service) release(ctx context.Context, rec idempotency.Record, lease sto
 // finish is phase 3 in one store transaction, fenced by lease: the key is
 // completed with out (or, when out is nil, released to the state to); next,
 // if set, is written as a compare-and-set that no other open attempt may
-// overlap; upd, if set, settles its attempt. On PostgreSQL this is one
-// round trip and one commit.
+// overlap, with its event appended to the outbox; upd, if set, settles its
+// attempt. On PostgreSQL this is one round trip and one commit.
 func (s *Service) finish(ctx context.Context, lease store.Lease, out *idempotency.Record, to idempotency.State, next *order.Order, upd *store.AttemptUpdate) error {
 	return s.store.InTx(ctx, func(tx store.Executor) error {
 		if out != nil {
@@ -381,6 +382,10 @@ func (s *Service) finish(ctx context.Context, lease store.Lease, out *idempotenc
 				own = upd.ProviderKey
 			}
 			if err := tx.CompareAndSetOrder(ctx, *next, own); err != nil {
+				return err
+			}
+			// The outbox: the change's event commits with it or not at all.
+			if err := tx.AppendEvent(ctx, event.For(*next, s.cfg.Now())); err != nil {
 				return err
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 )
@@ -322,6 +323,14 @@ type Executor interface {
 	// ListOrders returns the tenant's orders matching f, newest first, at
 	// most f.Limit of them, starting after the order id f.After.
 	ListOrders(ctx context.Context, tenantID string, f order.Filter) ([]order.Order, error)
+
+	// AppendEvent writes e to the outbox and fans it out to a pending
+	// webhook delivery per enabled endpoint of e's tenant that subscribes
+	// to e.Type. Called in the transaction of the change e reports (on
+	// PostgreSQL it is pipelined with the change's writes: no round trip of
+	// its own), so the event exists exactly when the change does. A second
+	// event for one (order, sequence) is refused.
+	AppendEvent(ctx context.Context, e event.Event) error
 }
 
 // Store persists orders, idempotency keys and provider attempts.

@@ -102,6 +102,7 @@ type Config struct {
 	ReplicaURLs          []string
 	ReplicaMaxLag        time.Duration // staleness bound of a replica in rotation
 	ReplicaCheckInterval time.Duration // how often each replica's lag is measured
+	Events               EventsConfig
 	usingDevelopmentKey  bool
 }
 
@@ -157,6 +158,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.ReplicaMaxLag, "database-replica-max-lag", postgres.DefaultReplicaMaxLag, "a replica further behind the primary than this, or unreachable, serves no reads until it catches up")
 	fs.DurationVar(&c.ReplicaCheckInterval, "database-replica-check-interval", postgres.DefaultReplicaCheckInterval, "how often each replica's lag is measured; below -database-replica-max-lag")
 	fs.DurationVar(&c.DBLockTimeout, "db-lock-timeout", DefaultDBLockTimeout, "lock_timeout of orderd's PostgreSQL sessions, below -db-statement-timeout; a lock_timeout URL parameter wins")
+	c.Events.flags(fs)
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if !strings.Contains(f.Usage, env) {
@@ -178,6 +180,9 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	if c.CompleterInterval <= 0 || c.SweepInterval <= 0 || c.MaxWait < 0 {
 		return c, errors.New("-completer-interval and -sweep-interval must be positive")
+	}
+	if err := c.Events.check(); err != nil {
+		return c, err
 	}
 	if err := c.checkLoadBounds(); err != nil {
 		return c, err
@@ -341,7 +346,12 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 			}
 		}
 	})
+	endpoints, err := startEvents(workers, c.Events, st, log)
+	if err != nil {
+		return err
+	}
 	handler := api.New(svc, api.Config{
+		Events:         endpoints,
 		APIKeys:        c.APIKeys,
 		Policy:         c.Policy,
 		Fingerprinter:  idempotency.Fingerprinter{VolatileFields: c.VolatileFields},

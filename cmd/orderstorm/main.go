@@ -122,6 +122,9 @@ type Config struct {
 	Pgbench       string           `json:"-"`
 	BenchSQL      string           `json:"-"`
 	Quiet         bool             `json:"-"`
+	// Webhooks registers a loopback webhook receiver with orderd and checks
+	// the outbox and the deliveries after the storm.
+	Webhooks bool `json:"webhooks"`
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -175,6 +178,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Pgbench, "pgbench", "", "bench: pgbench binary (empty: skip pgbench)")
 	fs.StringVar(&c.BenchSQL, "bench-sql", "bench", "bench: directory of the pgbench scripts")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
+	fs.BoolVar(&c.Webhooks, "webhooks", false, "receive orderd's webhooks on a loopback endpoint and check them after the storm (orderd needs ORDERD_WEBHOOK_ALLOW_PRIVATE=true; -spawn sets it)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -314,6 +318,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.APIKey = "sk_storm_" + runID + "_key"
 		cfg.Tenant = "storm"
 		logf(progress, "spawning %d orderd in %s", cfg.Spawn, work)
+		if cfg.Webhooks {
+			// The receiver is on the loopback; quick retries keep the
+			// post-storm wait short.
+			cfg.OrderdEnv = append([]string{"ORDERD_WEBHOOK_ALLOW_PRIVATE=true", "ORDERD_WEBHOOK_INTERVAL=200ms",
+				"ORDERD_WEBHOOK_BACKOFF=200ms"}, cfg.OrderdEnv...)
+		}
 		cluster, err = Spawn(ctx, ClusterConfig{N: cfg.Spawn, DatabaseURL: cfg.DatabaseURL, APIKeys: cfg.Tenant + ":" + cfg.APIKey,
 			WithPaysim: cfg.Mode == "storm" && cfg.PaysimURL == "", PaysimURL: cfg.PaysimURL, BinDir: cfg.BinDir, Dir: work,
 			OrderdEnv: cfg.OrderdEnv, TimeoutDelay: cfg.PaysimFaults.TimeoutDelay})

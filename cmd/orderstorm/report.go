@@ -28,17 +28,18 @@ type Result struct {
 	Store     string    `json:"store"`
 	Config    any       `json:"config"`
 
-	LogicalOps    int64            `json:"logical_operations"`
-	LogicalByKind map[string]int   `json:"logical_by_kind"`
-	Orders        int              `json:"orders"`
-	HTTP          HTTPTotals       `json:"http"`
-	Duplicates    map[string]int64 `json:"duplicates_sent"`
-	Faults        FaultTotals      `json:"faults_injected"`
-	Reconcile     ReconcileTotals  `json:"reconcile"`
-	Check         *check.Report    `json:"check,omitempty"`
-	Latency       []LatencyStats   `json:"latency"`
-	Bench         []BenchRow       `json:"bench,omitempty"`
-	Notes         []string         `json:"notes,omitempty"`
+	LogicalOps    int64                `json:"logical_operations"`
+	LogicalByKind map[string]int       `json:"logical_by_kind"`
+	Orders        int                  `json:"orders"`
+	HTTP          HTTPTotals           `json:"http"`
+	Duplicates    map[string]int64     `json:"duplicates_sent"`
+	Faults        FaultTotals          `json:"faults_injected"`
+	Reconcile     ReconcileTotals      `json:"reconcile"`
+	Check         *check.Report        `json:"check,omitempty"`
+	Webhooks      *check.WebhookReport `json:"webhooks,omitempty"`
+	Latency       []LatencyStats       `json:"latency"`
+	Bench         []BenchRow           `json:"bench,omitempty"`
+	Notes         []string             `json:"notes,omitempty"`
 }
 
 // HTTPTotals counts requests.
@@ -159,6 +160,9 @@ func PrintSummary(w io.Writer, r *Result) {
 				c.LedgerCaptures, c.LedgerRefunds, c.LedgerShipments, c.MaxCaptures)
 		}
 		line("checked", fmt.Sprintf("%d orders", c.DBOrders), fmt.Sprintf("%d keys, %d attempts; %s", c.KeysChecked, c.AttemptsChecked, ledger))
+		if w := r.Webhooks; w != nil {
+			line("webhooks", fmt.Sprintf("%d events", w.Events), fmt.Sprintf("%d deliveries received (%d redeliveries); outbox, order, signatures checked", w.Deliveries, w.Redelivery))
+		}
 		line("ANOMALIES", c.Total, "")
 		for _, k := range sortedKeys(c.ByKind) {
 			line("  "+k, c.ByKind[k], "")

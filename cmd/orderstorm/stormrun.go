@@ -13,6 +13,7 @@ import (
 	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 	"github.com/orderly/orderly/cmd/orderstorm/internal/check"
 	"github.com/orderly/orderly/cmd/orderstorm/internal/faultproxy"
+	"github.com/orderly/orderly/cmd/orderstorm/internal/hooks"
 	"github.com/orderly/orderly/internal/spawn"
 	"github.com/orderly/orderly/paysim"
 )
@@ -87,6 +88,16 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 	}
 	defer sender.CloseIdle()
 	rec := book.NewBook(runID, cfg.Tenant)
+	var receiver *hooks.Receiver
+	if cfg.Webhooks {
+		if receiver, err = hooks.Start(); err != nil {
+			return nil, err
+		}
+		defer receiver.Close()
+		if err := receiver.Register(ctx, bases[0], cfg.APIKey); err != nil {
+			return nil, err
+		}
+	}
 	storm := &Storm{Book: rec, Send: sender, Instances: len(bases), Mix: cfg.Mix, Seed: cfg.Seed}
 
 	start := time.Now()
@@ -226,6 +237,23 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		rep, err := checker.Check(ctx, rec)
 		if err != nil {
 			return nil, fmt.Errorf("checking: %w", err)
+		}
+		if receiver != nil {
+			// Delivery is asynchronous: wait (bounded by -settle) until
+			// every change has arrived, then check what did.
+			deadline := time.Now().Add(max(cfg.Settle, 30*time.Second))
+			for time.Now().Before(deadline) {
+				if ok, err := checker.WebhooksSettled(ctx, rec, receiver.Deliveries()); err != nil || ok {
+					break
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+			wr, err := checker.CheckWebhooks(ctx, rec, receiver.Deliveries(), &rep)
+			if err != nil {
+				return nil, fmt.Errorf("checking webhooks: %w", err)
+			}
+			res.Webhooks = &wr
+			logf(progress, "webhooks: %d events, %d deliveries (%d redeliveries)", wr.Events, wr.Deliveries, wr.Redelivery)
 		}
 		res.Check = &rep
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/orderly/orderly/store/pgtest"
 	"github.com/orderly/orderly/store/postgres"
 	"github.com/orderly/orderly/store/sqlite"
+	"github.com/orderly/orderly/webhook"
 )
 
 // Store kinds.
@@ -101,6 +102,8 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		MaxBodyBytes:   opt.MaxBodyBytes,
 		MaxInFlight:    opt.MaxInFlight,
 		RequestTimeout: opt.RequestTimeout,
+		// Loopback webhook receivers are what tests have.
+		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now},
 	}))
 	t.Cleanup(e.Close)
 	return e

@@ -25,12 +25,17 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 	if err != nil {
 		return nil, err
 	}
+	ev, body, err := createdEvent(o)
+	if err != nil {
+		return nil, err
+	}
 	if key == nil {
-		return nil, translate(e.db.exec(ctx, insertOrder, orderArgs(o, items)...))
+		return nil, translate(e.db.exec(ctx, insertOrder, append(orderArgs(o, items), ev.ID, ev.CreatedAt, string(body))...))
 	}
 	k := *key
 	args := append(orderArgs(o, items), k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, nullable(string(k.Operation)),
-		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.CreatedAt, k.ExpiresAt)
+		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.CreatedAt, k.ExpiresAt,
+		ev.ID, ev.CreatedAt, string(body))
 	query := claimAndInsertOrder
 	if k.Derived {
 		query = claimDerivedAndInsertOrder

@@ -177,13 +177,15 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 		if err != nil {
 			return nil, err
 		}
+		m := &client
 		switch {
 		case n.Key == nil:
-			bare.add(i, n, items)
+			m = &bare
 		case n.Key.Derived:
-			derived.add(i, n, items)
-		default:
-			client.add(i, n, items)
+			m = &derived
+		}
+		if err := m.add(i, n, items); err != nil {
+			return nil, err
 		}
 	}
 	type tk struct{ tenant, hash string }
@@ -207,7 +209,8 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 		b.Queue(claimManyDerived, derived.args()...).Query(collectClaimed)
 	}
 	if len(bare.at) > 0 {
-		b.Queue(insertMany, bare.args()[:9]...)
+		args := bare.args()
+		b.Queue(insertMany, append(args[:9:9], args[15:]...)...)
 	}
 	if n := len(client.at) + len(derived.at); n > 0 {
 		tenants := append(append([]string{}, client.tenants...), derived.tenants...)
@@ -262,10 +265,17 @@ type manyArgs struct {
 	created, keyCreated, expires                       []any
 	hashes, fingerprints, operations                   []string
 	derived                                            []bool
+	eventIDs, eventBodies                              []string
+	eventAt                                            []any
 }
 
-func (m *manyArgs) add(i int, n store.NewOrder, items []byte) {
+func (m *manyArgs) add(i int, n store.NewOrder, items []byte) error {
 	o := n.Order
+	ev, body, err := createdEvent(o)
+	if err != nil {
+		return err
+	}
+	m.eventIDs, m.eventBodies, m.eventAt = append(m.eventIDs, ev.ID), append(m.eventBodies, string(body)), append(m.eventAt, ev.CreatedAt)
 	m.at = append(m.at, i)
 	m.ids, m.tenants, m.customers = append(m.ids, o.ID), append(m.tenants, o.TenantID), append(m.customers, o.CustomerID)
 	m.currencies, m.items, m.states = append(m.currencies, o.Currency), append(m.items, string(items)), append(m.states, string(o.State))
@@ -274,11 +284,12 @@ func (m *manyArgs) add(i int, n store.NewOrder, items []byte) {
 		m.hashes, m.fingerprints, m.operations = append(m.hashes, k.KeyHash), append(m.fingerprints, k.Fingerprint), append(m.operations, string(k.Operation))
 		m.derived, m.keyCreated, m.expires = append(m.derived, k.Derived), append(m.keyCreated, k.CreatedAt), append(m.expires, k.ExpiresAt)
 	}
+	return nil
 }
 
 func (m *manyArgs) args() []any {
 	return []any{m.ids, m.tenants, m.customers, m.currencies, m.items, m.amounts, m.states, m.versions, m.created,
-		m.hashes, m.fingerprints, m.derived, m.operations, m.keyCreated, m.expires}
+		m.hashes, m.fingerprints, m.derived, m.operations, m.keyCreated, m.expires, m.eventIDs, m.eventAt, m.eventBodies}
 }
 
 // guardViolations maps orderly_guard's messages to the store's sentinels.

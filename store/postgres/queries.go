@@ -11,14 +11,22 @@ const (
 	attemptColumns = `provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at`
 )
 
-// insertOrder inserts an order: $1..$12 are orderArgs.
-const insertOrder = `INSERT INTO orders (` + orderColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+// insertOrder inserts an order ($1..$12 are orderArgs) and its
+// order.created event ($13 event id, $14 created, $15 body) in one
+// statement.
+var insertOrder = `
+WITH created AS (
+    INSERT INTO orders (` + orderColumns + `)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+    RETURNING 1
+), ` + appendEvents(`SELECT $13::text, $2::text, $1::text, $8::bigint, 'order.created', $14::timestamptz, $15::text FROM created`) + `
+SELECT 1`
 
 // claimAndInsertOrder claims a completed key ($13..$22: tenant, key hash,
 // fingerprint, derived, operation, resource, error code, error detail,
-// created, expires) and inserts the order ($1..$12) only if the claim
-// succeeded, in one statement. It returns whether the key was claimed and,
+// created, expires) and inserts the order ($1..$12) and its order.created
+// event ($23 event id, $24 created, $25 body) only if the claim succeeded,
+// in one statement. It returns whether the key was claimed and,
 // when it was not, the holder's record and its order's current state (both
 // NULL in the rare case that the holder committed after this statement's
 // snapshot was taken: the caller then reads them).
@@ -59,7 +67,7 @@ WITH claim AS (
     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
     WHERE EXISTS (SELECT 1 FROM claim)
     RETURNING 1
-)
+), ` + appendEvents(`SELECT $23::text, $2::text, $1::text, $8::bigint, 'order.created', $24::timestamptz, $25::text FROM created`) + `
 SELECT EXISTS (SELECT 1 FROM claim), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `
 FROM (SELECT 1) AS one
 LEFT JOIN idempotency_keys k ON k.tenant_id = $13 AND k.key_hash = $14 AND NOT EXISTS (SELECT 1 FROM claim)
@@ -324,15 +332,17 @@ WHERE k.tenant_id = $1 AND k.key_hash = $2`
 // customers, $4 currencies, $5 items as JSON text, $6 amounts, $7 states,
 // $8 versions, $9 created; $10 key hashes, $11 fingerprints, $12 derived,
 // $13 operations, $14 key created, $15 expires) and returns the key hashes
-// (with tenants) it claimed. Keys are distinct within a call.
+// (with tenants) it claimed, with the order.created event of each order
+// it inserted ($16 event ids, $17 event created, $18 bodies). Keys are
+// distinct within a call.
 func claimMany(onConflict string) string {
 	return `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
                          $8::bigint[], $9::timestamptz[], $10::text[], $11::text[], $12::boolean[], $13::text[],
-                         $14::timestamptz[], $15::timestamptz[])
+                         $14::timestamptz[], $15::timestamptz[], $16::text[], $17::timestamptz[], $18::text[])
         AS t(id, tenant_id, customer_id, currency, items, amount, state, version, created_at,
-             key_hash, fingerprint, derived, operation, key_created_at, expires_at)
+             key_hash, fingerprint, derived, operation, key_created_at, expires_at, event_id, event_at, event_body)
 ), claim AS (
     INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
                                   created_at, expires_at)
@@ -345,8 +355,9 @@ WITH input AS (
     SELECT i.id, i.tenant_id, i.customer_id, i.currency, i.items::jsonb, i.amount, i.state, i.version,
            i.created_at, NULL, NULL, NULL
     FROM input i JOIN claim c ON c.tenant_id = i.tenant_id AND c.key_hash = i.key_hash AND c.resource_id = i.id
-    RETURNING 1
-)
+    RETURNING id
+), ` + appendEvents(`SELECT i.event_id, i.tenant_id, i.id, i.version, 'order.created', i.event_at, i.event_body
+    FROM input i JOIN created c ON c.id = i.id`) + `
 SELECT tenant_id, key_hash FROM claim`
 }
 
@@ -363,13 +374,21 @@ var (
 )
 
 // insertMany inserts orders without keys from the same parallel arrays as
-// claimMany ($1..$9).
-const insertMany = `
-INSERT INTO orders (` + orderColumns + `)
-SELECT id, tenant_id, customer_id, currency, items::jsonb, amount, state, version, created_at, NULL, NULL, NULL
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
-            $8::bigint[], $9::timestamptz[])
-    AS t(id, tenant_id, customer_id, currency, items, amount, state, version, created_at)`
+// claimMany ($1..$9), and their order.created events ($10 event ids, $11
+// event created, $12 bodies).
+var insertMany = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
+                         $8::bigint[], $9::timestamptz[], $10::text[], $11::timestamptz[], $12::text[])
+        AS t(id, tenant_id, customer_id, currency, items, amount, state, version, created_at, event_id, event_at, event_body)
+), created AS (
+    INSERT INTO orders (` + orderColumns + `)
+    SELECT id, tenant_id, customer_id, currency, items::jsonb, amount, state, version, created_at, NULL, NULL, NULL
+    FROM input
+    RETURNING id
+), ` + appendEvents(`SELECT i.event_id, i.tenant_id, i.id, i.version, 'order.created', i.event_at, i.event_body
+    FROM input i JOIN created c ON c.id = i.id`) + `
+SELECT 1`
 
 // readHolders reads the keys ($1 tenants, $2 key hashes) with their orders.
 var readHolders = `

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/sqlitefile"
 	"github.com/orderly/orderly/migrations"
@@ -76,7 +77,8 @@ type executor struct{ c conn }
 var _ store.Executor = executor{}
 
 // CreateOrder implements store.Executor: it claims the key, then inserts the
-// order only if the claim succeeded. It must run in a transaction.
+// order and its order.created event only if the claim succeeded. It must
+// run in a transaction.
 func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*store.Holder, error) {
 	items, err := json.Marshal(o.Items)
 	if err != nil {
@@ -96,8 +98,10 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 			return e.holder(ctx, k.TenantID, k.KeyHash)
 		}
 	}
-	_, err = e.c.ExecContext(ctx, insertOrder, orderArgs(o, items)...)
-	return nil, translate(err)
+	if _, err = e.c.ExecContext(ctx, insertOrder, orderArgs(o, items)...); err != nil {
+		return nil, translate(err)
+	}
+	return nil, e.AppendEvent(ctx, event.For(o, o.CreatedAt))
 }
 
 // holder reads the record holding a key and its order's current state.

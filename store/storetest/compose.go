@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
@@ -10,7 +11,7 @@ import (
 
 // completion is phase 3 of a leased request as the service composes it in
 // one transaction: complete the key with Outcome, compare-and-set the order
-// to Next (if set), settle Attempt (if set).
+// to Next (if set) and append its event, settle Attempt (if set).
 type completion struct {
 	Outcome idempotency.Record
 	Next    *order.Order
@@ -29,6 +30,9 @@ func complete(ctx context.Context, s store.Store, l store.Lease, c completion) e
 				own = c.Attempt.ProviderKey
 			}
 			if err := tx.CompareAndSetOrder(ctx, *c.Next, own); err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(ctx, event.For(*c.Next, c.Next.CreatedAt)); err != nil {
 				return err
 			}
 		}

@@ -113,6 +113,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		testCreateOrders(t, open)
 	})
+	t.Run("Events", func(t *testing.T) {
+		t.Parallel()
+		testEvents(t, open)
+	})
 }
 
 func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {

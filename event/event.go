@@ -1,0 +1,157 @@
+package event
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orderly/orderly/order"
+)
+
+// Type is the kind of an event. The set is closed: Types lists it and both
+// stores constrain the column to it.
+type Type string
+
+// Event types.
+const (
+	// OrderCreated: an order was created (sequence 1, state RCVD).
+	OrderCreated Type = "order.created"
+	// OrderPaid: the charge was captured and the order is PAID.
+	OrderPaid Type = "order.paid"
+	// OrderPaymentFailed: the payment provider declined the charge for good;
+	// the order stays RCVD with its version moved on, so another payment
+	// method may be tried.
+	OrderPaymentFailed Type = "order.payment_failed"
+	// OrderFulfilled: the warehouse shipped the order (FULFILLED).
+	OrderFulfilled Type = "order.fulfilled"
+	// OrderCancelled: the order was cancelled; Refunded says whether its
+	// charge was refunded first (a cancel from PAID).
+	OrderCancelled Type = "order.cancelled"
+)
+
+// Types lists every event type, in lifecycle order.
+var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled}
+
+// Valid reports whether t is one of Types.
+func (t Type) Valid() bool { return slices.Contains(Types, t) }
+
+// IDPrefix starts every event id.
+const IDPrefix = "evt_"
+
+// NewID returns a fresh event id: IDPrefix followed by the 32 hex digits of
+// a UUIDv7 (RFC 9562 §5.7), so ids sort by creation time.
+func NewID() string {
+	return IDPrefix + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", "")
+}
+
+// ValidID reports whether id has the shape NewID gives.
+func ValidID(id string) bool {
+	if len(id) != len(IDPrefix)+32 || !strings.HasPrefix(id, IDPrefix) {
+		return false
+	}
+	for _, c := range id[len(IDPrefix):] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Event is one state change of an order, as stored in the outbox, served
+// by the feed, delivered to webhooks and published to NATS JetStream. Its
+// JSON is the body of a webhook delivery.
+type Event struct {
+	// ID is IDPrefix plus a UUIDv7: unique, sortable by creation time. A
+	// consumer deduplicates on it.
+	ID string `json:"id"`
+	// Type is what happened.
+	Type Type `json:"type"`
+	// TenantID is the tenant the order belongs to.
+	TenantID string `json:"tenant"`
+	// OrderID is the order that changed.
+	OrderID string `json:"order_id"`
+	// OrderVersion is the order's version after the change.
+	OrderVersion int64 `json:"order_version"`
+	// Sequence numbers the order's events 1, 2, 3 … without gaps (it equals
+	// OrderVersion): a consumer that has seen sequence n of an order can
+	// ignore anything at or below n.
+	Sequence int64 `json:"sequence"`
+	// CreatedAt is when the change was made (UTC, microseconds).
+	CreatedAt time.Time `json:"created_at"`
+	// Refunded is set on OrderCancelled only: whether the order's charge was
+	// refunded before it was cancelled.
+	Refunded *bool `json:"refunded,omitempty"`
+	// Order is the order as it was right after the change.
+	Order order.Order `json:"order"`
+}
+
+// For returns the event of the change that produced o (the order after the
+// change), with a new id, created at now. The type follows from o alone:
+// version 1 is a create; RCVD at a later version is a declined payment
+// (a decline moves the version on); PAID, FULFILLED and CANCELLED name
+// their transitions, and a CANCELLED order with PaidAt set was refunded.
+func For(o order.Order, now time.Time) Event {
+	e := Event{ID: NewID(), TenantID: o.TenantID, OrderID: o.ID, OrderVersion: o.Version, Sequence: o.Version,
+		CreatedAt: now.UTC().Truncate(time.Microsecond), Order: o}
+	switch {
+	case o.Version == 1:
+		e.Type = OrderCreated
+	case o.State == order.Paid:
+		e.Type = OrderPaid
+	case o.State == order.Fulfilled:
+		e.Type = OrderFulfilled
+	case o.State == order.Cancelled:
+		e.Type = OrderCancelled
+		refunded := o.PaidAt != nil
+		e.Refunded = &refunded
+	default:
+		e.Type = OrderPaymentFailed
+	}
+	return e
+}
+
+// Marshal returns e's JSON: the bytes stored, served and signed.
+func (e Event) Marshal() ([]byte, error) { return json.Marshal(e) }
+
+// Filter selects events of a tenant in the feed. Zero values select
+// everything. Limit is clamped to [1, 100] with 20 as the default; After is
+// the cursor of the last event already seen ("" for the start).
+type Filter struct {
+	Type    Type
+	OrderID string
+	After   string
+	Limit   int
+}
+
+// Limits of a feed page.
+const (
+	DefaultLimit = 20
+	MaxLimit     = 100
+)
+
+// Clamp returns f with Limit in [1, MaxLimit] (DefaultLimit when zero).
+func (f Filter) Clamp() Filter {
+	switch {
+	case f.Limit <= 0:
+		f.Limit = DefaultLimit
+	case f.Limit > MaxLimit:
+		f.Limit = MaxLimit
+	}
+	return f
+}
+
+// Stored is an event as the outbox keeps it: its JSON body, exactly as
+// signed and delivered, and its Cursor, the position in the tenant's feed
+// a consumer resumes after.
+type Stored struct {
+	ID       string
+	TenantID string
+	OrderID  string
+	Sequence int64
+	Type     Type
+	Body     json.RawMessage
+	Cursor   string
+}

@@ -1,0 +1,163 @@
+package eventpub_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/eventpub"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/testenv"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/paysim/testmode"
+	"github.com/orderly/orderly/service"
+	"github.com/orderly/orderly/store"
+)
+
+// natsURL is the JetStream server the tests use (ORDERLY_TEST_NATS_URL, by
+// default the local one .ci/run starts).
+func natsURL() string {
+	if u := os.Getenv("ORDERLY_TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// jetStream connects, or skips the test when no server answers — fails
+// it in CI (CI=true, or ORDERLY_REQUIRE_NATS=1 as .ci/run sets).
+func jetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+	if err == nil {
+		var js jetstream.JetStream
+		if js, err = jetstream.New(nc); err == nil {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			if _, err = js.AccountInfo(ctx); err == nil {
+				t.Cleanup(nc.Close)
+				return js
+			}
+		}
+		nc.Close()
+	}
+	msg := fmt.Sprintf("NATS JetStream tests need a server with JetStream at %s (set ORDERLY_TEST_NATS_URL, or start one: "+
+		"nats-server -a 127.0.0.1 -p 4222 -js): %v", natsURL(), err)
+	if os.Getenv("CI") == "true" || os.Getenv("ORDERLY_REQUIRE_NATS") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return nil
+}
+
+// TestPublishesEveryEventOnce publishes a few orders' events to a stream
+// of the test's own, then publishes them all again from the start (a
+// crash before the cursor moved): the stream drops the duplicates by
+// Nats-Msg-Id, and holds each event once, in each order's sequence.
+func TestPublishesEveryEventOnce(t *testing.T) {
+	js := jetStream(t)
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			tenant := "nats" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+			name := "ORDERLY_TEST_" + strings.ToUpper(tenant)
+			ctx := context.Background()
+			stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"orderly." + tenant + ".>"},
+				Duplicates: 10 * time.Minute, Storage: jetstream.MemoryStorage})
+			if err != nil {
+				t.Fatalf("CreateStream: %v", err)
+			}
+			t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+
+			env := testenv.New(t, kind, testenv.Options{})
+			want := 0
+			for i := range 3 {
+				res, err := env.Service.Create(ctx, tenant, idempotency.Key{}, order.NewOrderInput{CustomerID: fmt.Sprint("c", i),
+					Currency: "EUR", Items: []order.Item{{SKU: "s", Quantity: 1, UnitPrice: 100}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = env.Service.Pay(ctx, service.Call{TenantID: tenant, OrderID: res.Order.ID,
+					Key: idempotency.Key{Value: "p" + res.Order.ID, Fingerprint: "p"}},
+					service.PayInput{Amount: 100, Currency: "EUR", PaymentMethod: testmode.MethodApproved})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want += 2
+			}
+			es := env.Store.(store.EventStore)
+			p := &eventpub.Publisher{Store: es, JS: js, Holder: "test", Batch: 4}
+			publishAll := func() int {
+				total := 0
+				deadline := time.Now().Add(30 * time.Second)
+				for total < want && time.Now().Before(deadline) {
+					n, err := p.RunOnce(ctx)
+					if err != nil {
+						t.Fatalf("RunOnce: %v", err)
+					}
+					total += n
+					if n == 0 {
+						time.Sleep(20 * time.Millisecond) // the feed shows an event once older transactions end
+					}
+				}
+				return total
+			}
+			if n := publishAll(); n != want {
+				t.Fatalf("published %d, want %d", n, want)
+			}
+			if n, err := p.RunOnce(ctx); err != nil || n != 0 {
+				t.Fatalf("a pass with nothing new published %d (%v)", n, err)
+			}
+			// Forget the progress, as a crash before AdvanceCursor would.
+			if err := es.AdvanceCursor(ctx, eventpub.CursorName, "test", ""); err != nil {
+				t.Fatal(err)
+			}
+			if n := publishAll(); n != want {
+				t.Fatalf("republished %d, want %d", n, want)
+			}
+			info, err := stream.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(info.State.Msgs) != want {
+				t.Fatalf("stream holds %d messages, want %d (one per event)", info.State.Msgs, want)
+			}
+			last := map[string]int64{}
+			for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
+				m, err := stream.GetMsg(ctx, seq)
+				if err != nil {
+					t.Fatalf("GetMsg(%d): %v", seq, err)
+				}
+				var ev event.Event
+				if err := json.Unmarshal(m.Data, &ev); err != nil {
+					t.Fatal(err)
+				}
+				if m.Header.Get(jetstream.MsgIDHeader) != ev.ID || m.Subject != eventpub.Subject(tenant, ev.Type) {
+					t.Fatalf("message %d: subject %s, Nats-Msg-Id %s, event %+v", seq, m.Subject, m.Header.Get(jetstream.MsgIDHeader), ev)
+				}
+				if ev.Sequence != last[ev.OrderID]+1 {
+					t.Fatalf("order %s: sequence %d after %d", ev.OrderID, ev.Sequence, last[ev.OrderID])
+				}
+				last[ev.OrderID] = ev.Sequence
+			}
+		})
+	}
+}
+
+func TestSubject(t *testing.T) {
+	for tenant, want := range map[string]string{
+		"acme": "orderly.acme.order.paid", "a.b": "orderly.a_b.order.paid", "x*y>z w": "orderly.x_y_z_w.order.paid",
+	} {
+		if got := eventpub.Subject(tenant, event.OrderPaid); got != want {
+			t.Errorf("Subject(%q) = %q, want %q", tenant, got, want)
+		}
+	}
+}

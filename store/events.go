@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/orderly/orderly/event"
+)
+
+// EventStore is the read side of the outbox and the state of webhook
+// delivery. Events themselves are written by Executor.AppendEvent (and by
+// CreateOrder and CreateOrders for order.created) in the transaction of the
+// change they report; each appended event is fanned out, in that same
+// transaction, to one pending delivery per enabled endpoint of its tenant
+// that subscribes to its type.
+//
+// Errors: ErrNotFound, ErrLeaseLost, an *apperr.Error with code EInvalid
+// (a malformed cursor), an error wrapping ErrUnavailable, or another error.
+type EventStore interface {
+	// ListEvents returns the tenant's events matching f, oldest first, at
+	// most f.Limit of them, after the cursor f.After. An event appears only
+	// once every transaction that could commit an event before it has
+	// ended, so a consumer that resumes after the last cursor it saw never
+	// misses one. tenantID "" lists every tenant's events (the in-process
+	// publishers); the API always passes the caller's tenant.
+	ListEvents(ctx context.Context, tenantID string, f event.Filter) ([]event.Stored, error)
+
+	// GetEvent returns the tenant's event id, or ErrNotFound.
+	GetEvent(ctx context.Context, tenantID, id string) (event.Stored, error)
+
+	// CreateEndpoint stores e (enabled, with its secret).
+	CreateEndpoint(ctx context.Context, e event.Endpoint) error
+
+	// ListEndpoints returns the tenant's endpoints, oldest first, without
+	// their secrets.
+	ListEndpoints(ctx context.Context, tenantID string) ([]event.Endpoint, error)
+
+	// GetEndpoint returns the tenant's endpoint id without its secret, or
+	// ErrNotFound.
+	GetEndpoint(ctx context.Context, tenantID, id string) (event.Endpoint, error)
+
+	// DeleteEndpoint deletes the tenant's endpoint id and its deliveries,
+	// or returns ErrNotFound.
+	DeleteEndpoint(ctx context.Context, tenantID, id string) error
+
+	// ListDeliveries returns the deliveries of the tenant's endpoint,
+	// newest first, at most limit of them (ErrNotFound if the endpoint is
+	// not the tenant's).
+	ListDeliveries(ctx context.Context, tenantID, endpointID string, limit int) ([]event.Delivery, error)
+
+	// ClaimDeliveries leases to the caller, until leaseUntil, at most limit
+	// deliveries due at now — pending with NextAttemptAt reached, or held
+	// under a lease that expired (a crashed instance) — of enabled
+	// endpoints, and only the first undelivered event of each (endpoint,
+	// order), so an order's events are delivered in sequence order. Each
+	// returned delivery carries its new Attempts (the lease's fencing
+	// token), the event body and the endpoint's URL and secret. Safe with
+	// several instances (FOR UPDATE SKIP LOCKED on PostgreSQL): no two
+	// hold one delivery at once.
+	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]event.Delivery, error)
+
+	// FinishDelivery records the outcome of the attempt fenced by
+	// (o.EndpointID, o.EventID, o.Attempts), or returns ErrLeaseLost when
+	// another instance took the delivery over.
+	FinishDelivery(ctx context.Context, o DeliveryOutcome) error
+
+	// LeaseCursor takes (or renews) the named cursor for holder until
+	// until when it is free, expired at now, or already holder's; it
+	// returns the cursor and whether holder now holds it.
+	LeaseCursor(ctx context.Context, name, holder string, now, until time.Time) (cursor string, held bool, err error)
+
+	// AdvanceCursor moves the named cursor to cursor if holder still holds
+	// it (ErrLeaseLost otherwise).
+	AdvanceCursor(ctx context.Context, name, holder, cursor string) error
+}
+
+// DeliveryOutcome is the end of one delivery attempt. Status is
+// event.DeliverySucceeded, event.DeliveryFailed (given up) or
+// event.DeliveryPending (retry at NextAttemptAt). DisableEndpoint, when
+// set, disables the endpoint with that reason (a 410 Gone).
+type DeliveryOutcome struct {
+	EndpointID      string
+	EventID         string
+	Attempts        int
+	Status          event.DeliveryStatus
+	NextAttemptAt   time.Time
+	LastStatus      int
+	LastError       string
+	DisableEndpoint string
+	At              time.Time
+}

@@ -1,0 +1,148 @@
+package webhook
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/store"
+)
+
+// MaxURLLength bounds an endpoint's URL, in bytes.
+const MaxURLLength = 2048
+
+// Endpoints manages tenants' webhook endpoints and serves the event feed.
+type Endpoints struct {
+	Store store.EventStore
+	// AllowPrivate lets endpoints target loopback, private and link-local
+	// addresses (tests, a private deployment).
+	AllowPrivate bool
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (e *Endpoints) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// Create registers an endpoint for tenantID that receives the events of
+// types (at least one; each one of event.Types) at rawURL (http or https,
+// absolute, no user info, at most MaxURLLength bytes, not resolving to a
+// private address unless AllowPrivate). The returned endpoint carries its
+// secret; it is never shown again. Errors: EInvalid naming the field,
+// EUnavailable.
+func (e *Endpoints) Create(ctx context.Context, tenantID, rawURL string, types []event.Type) (event.Endpoint, error) {
+	var fe []apperr.FieldError
+	u, err := url.Parse(rawURL)
+	switch {
+	case rawURL == "":
+		fe = append(fe, apperr.FieldError{Field: "url", Reason: "is required"})
+	case len(rawURL) > MaxURLLength:
+		fe = append(fe, apperr.FieldError{Field: "url", Reason: fmt.Sprintf("must be at most %d bytes", MaxURLLength)})
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "":
+		fe = append(fe, apperr.FieldError{Field: "url", Reason: "must be an absolute http or https URL without user info or fragment"})
+	default:
+		if err := checkTarget(ctx, u, e.AllowPrivate); err != nil {
+			reason := "must resolve to a public address"
+			if !errors.Is(err, ErrPrivateTarget) {
+				reason = "host does not resolve"
+			}
+			fe = append(fe, apperr.FieldError{Field: "url", Reason: reason})
+		}
+	}
+	if len(types) == 0 {
+		fe = append(fe, apperr.FieldError{Field: "events", Reason: "must list at least one event type"})
+	}
+	for i, t := range types {
+		if !t.Valid() {
+			fe = append(fe, apperr.FieldError{Field: fmt.Sprintf("events[%d]", i),
+				Reason: "must be one of " + strings.Join(typeNames(), ", ")})
+		}
+	}
+	if len(fe) > 0 {
+		return event.Endpoint{}, &apperr.Error{Code: apperr.EInvalid, Message: "the webhook endpoint has invalid fields", Fields: fe}
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	ep := event.Endpoint{
+		ID:        event.EndpointIDPrefix + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", ""),
+		TenantID:  tenantID,
+		URL:       rawURL,
+		Types:     slices.Compact(slices.Sorted(slices.Values(types))),
+		Secret:    event.SecretPrefix + hex.EncodeToString(secret),
+		Enabled:   true,
+		CreatedAt: e.now().UTC().Truncate(time.Microsecond),
+	}
+	if err := e.Store.CreateEndpoint(ctx, ep); err != nil {
+		return event.Endpoint{}, err
+	}
+	return ep, nil
+}
+
+func typeNames() []string {
+	names := make([]string, len(event.Types))
+	for i, t := range event.Types {
+		names[i] = string(t)
+	}
+	return names
+}
+
+// notFound maps the store's ErrNotFound to an ENotFound naming what.
+func notFound(err error, what, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.Errorf(apperr.ENotFound, "%s %s not found", what, id)
+	}
+	return err
+}
+
+// Get returns the tenant's endpoint id (without its secret). Errors:
+// ENotFound (another tenant's endpoint too), EUnavailable.
+func (e *Endpoints) Get(ctx context.Context, tenantID, id string) (event.Endpoint, error) {
+	ep, err := e.Store.GetEndpoint(ctx, tenantID, id)
+	return ep, notFound(err, "webhook endpoint", id)
+}
+
+// List returns the tenant's endpoints, oldest first, without secrets.
+func (e *Endpoints) List(ctx context.Context, tenantID string) ([]event.Endpoint, error) {
+	return e.Store.ListEndpoints(ctx, tenantID)
+}
+
+// Delete deletes the tenant's endpoint id and its pending deliveries.
+// Errors: ENotFound, EUnavailable.
+func (e *Endpoints) Delete(ctx context.Context, tenantID, id string) error {
+	return notFound(e.Store.DeleteEndpoint(ctx, tenantID, id), "webhook endpoint", id)
+}
+
+// Deliveries returns the latest deliveries (at most limit) of the tenant's
+// endpoint id, newest first. Errors: ENotFound, EUnavailable.
+func (e *Endpoints) Deliveries(ctx context.Context, tenantID, id string, limit int) ([]event.Delivery, error) {
+	ds, err := e.Store.ListDeliveries(ctx, tenantID, id, limit)
+	return ds, notFound(err, "webhook endpoint", id)
+}
+
+// Events returns a page of the tenant's event feed (see
+// store.EventStore.ListEvents). Errors: EInvalid (a bad cursor),
+// EUnavailable.
+func (e *Endpoints) Events(ctx context.Context, tenantID string, f event.Filter) ([]event.Stored, error) {
+	return e.Store.ListEvents(ctx, tenantID, f)
+}
+
+// Event returns the tenant's event id. Errors: ENotFound (another tenant's
+// event too), EUnavailable.
+func (e *Endpoints) Event(ctx context.Context, tenantID, id string) (event.Stored, error) {
+	ev, err := e.Store.GetEvent(ctx, tenantID, id)
+	return ev, notFound(err, "event", id)
+}
