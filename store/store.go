@@ -322,6 +322,14 @@ type Executor interface {
 	// ListOrders returns the tenant's orders matching f, newest first, at
 	// most f.Limit of them, starting after the order id f.After.
 	ListOrders(ctx context.Context, tenantID string, f order.Filter) ([]order.Order, error)
+
+	// RecordInboxEvent records ev in the provider inbox unless an event with
+	// its (Source, EventID) is there already, and reports whether it
+	// recorded it (false: a duplicate delivery; nothing was written). Run it
+	// in the transaction (InTx) that applies the event's effect, so the
+	// event is recorded exactly when its effect is: a concurrent delivery of
+	// the same event waits for this transaction and then finds it.
+	RecordInboxEvent(ctx context.Context, ev InboxEvent) (recorded bool, err error)
 }
 
 // Store persists orders, idempotency keys and provider attempts.
