@@ -49,6 +49,9 @@ type Config struct {
 	// service has started finishes past it, bounded by its lease. Zero
 	// means no deadline.
 	RequestTimeout time.Duration
+	// ProviderWebhook, when set, serves POST ProviderWebhookPath: the
+	// payment provider's signed webhooks, taken into the inbox.
+	ProviderWebhook ProviderWebhook
 }
 
 type server struct {
@@ -94,6 +97,17 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.ready)
+	if cfg.ProviderWebhook != nil {
+		r.Group(func(r chi.Router) {
+			if cfg.MaxInFlight > 0 {
+				r.Use(s.admit(cfg.MaxInFlight))
+			}
+			if cfg.RequestTimeout > 0 {
+				r.Use(deadline(cfg.RequestTimeout))
+			}
+			r.Post(ProviderWebhookPath, s.providerWebhook)
+		})
+	}
 	r.Route("/v1", func(r chi.Router) {
 		if cfg.MaxInFlight > 0 {
 			r.Use(s.admit(cfg.MaxInFlight))

@@ -59,6 +59,8 @@ type Options struct {
 	// a test can hold or observe provider calls. Env.Gateway stays the
 	// simulator underneath, for counting captures.
 	WrapGateway func(payment.Gateway) payment.Gateway
+	// ProviderWebhook serves the provider webhook endpoint (api.Config).
+	ProviderWebhook api.ProviderWebhook
 }
 
 // Env is a running stack.
@@ -96,11 +98,12 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, GroupCommit: !opt.NoGroupCommit,
 	})
 	e.Server = httptest.NewServer(api.New(e.Service, api.Config{
-		APIKeys:        map[string]string{KeyA: TenantA, KeyB: TenantB},
-		Policy:         opt.Policy,
-		MaxBodyBytes:   opt.MaxBodyBytes,
-		MaxInFlight:    opt.MaxInFlight,
-		RequestTimeout: opt.RequestTimeout,
+		APIKeys:         map[string]string{KeyA: TenantA, KeyB: TenantB},
+		Policy:          opt.Policy,
+		MaxBodyBytes:    opt.MaxBodyBytes,
+		MaxInFlight:     opt.MaxInFlight,
+		RequestTimeout:  opt.RequestTimeout,
+		ProviderWebhook: opt.ProviderWebhook,
 	}))
 	t.Cleanup(e.Close)
 	return e
