@@ -64,6 +64,11 @@ type server struct {
 
 // New returns the HTTP handler of the Orderly API over svc.
 func New(svc *service.Service, cfg Config) http.Handler {
+	return newServer(svc, cfg).routes()
+}
+
+// newServer returns a server over svc with cfg's defaults filled in.
+func newServer(svc *service.Service, cfg Config) *server {
 	if cfg.Policy == "" {
 		cfg.Policy = idempotency.PolicyDerive
 	}
@@ -77,6 +82,12 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	for k, tenant := range cfg.APIKeys {
 		s.keys[sha256.Sum256([]byte(k))] = tenant
 	}
+	return s
+}
+
+// routes returns the router of the API.
+func (s *server) routes() http.Handler {
+	cfg := s.cfg
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, s.logRequests, s.recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
