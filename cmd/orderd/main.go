@@ -97,6 +97,14 @@ type Config struct {
 	DBMaxConns          int           // PostgreSQL pool size (after ParseConfig: never 0)
 	DBStatementTimeout  time.Duration // statement_timeout of each PostgreSQL session
 	DBLockTimeout       time.Duration // lock_timeout of each PostgreSQL session
+	// ProviderWebhookSecret, when set, serves POST /provider/webhooks for
+	// paysim's signed webhooks.
+	ProviderWebhookSecret string
+	// CommandsNATSURL, when set, consumes commands from JetStream (stream
+	// CommandsStream, durable consumer CommandsDurable).
+	CommandsNATSURL     string
+	CommandsStream      string
+	CommandsDurable     string
 	usingDevelopmentKey bool
 }
 
@@ -149,6 +157,10 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL pool size; 0 derives min(-max-in-flight, %d); a pool_max_conns URL parameter wins", MaxDerivedDBConns))
 	fs.DurationVar(&c.DBStatementTimeout, "db-statement-timeout", DefaultDBStatementTimeout, "statement_timeout of orderd's PostgreSQL sessions; a statement_timeout URL parameter wins")
 	fs.DurationVar(&c.DBLockTimeout, "db-lock-timeout", DefaultDBLockTimeout, "lock_timeout of orderd's PostgreSQL sessions, below -db-statement-timeout; a lock_timeout URL parameter wins")
+	fs.StringVar(&c.ProviderWebhookSecret, "provider-webhook-secret", "", "shared secret of paysim's signed webhooks (at least 16 bytes); empty serves no provider webhook endpoint")
+	fs.StringVar(&c.CommandsNATSURL, "commands-nats-url", "", "nats:// URL of a JetStream server to take commands from (orderly.<tenant>.commands.<op>); empty takes none")
+	fs.StringVar(&c.CommandsStream, "commands-stream", "ORDERLY_COMMANDS", "JetStream stream of commands and dead letters (created if missing)")
+	fs.StringVar(&c.CommandsDurable, "commands-consumer", "orderd-commands", "durable consumer name shared by every orderd instance")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if !strings.Contains(f.Usage, env) {
@@ -201,6 +213,9 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if len(c.APIKeys) == 0 {
 		c.APIKeys = map[string]string{DevAPIKey: DevTenant}
 		c.usingDevelopmentKey = true
+	}
+	if c.ProviderWebhookSecret != "" && len(c.ProviderWebhookSecret) < 16 {
+		return c, errors.New("-provider-webhook-secret (ORDERD_PROVIDER_WEBHOOK_SECRET) must be at least 16 bytes")
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		return c, errors.New("-database-url (ORDERD_DATABASE_URL) must be a postgres:// URL, or empty for the embedded store")
@@ -303,7 +318,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 			}
 		}
 	})
-	handler := api.New(svc, api.Config{
+	apiCfg := api.Config{
 		APIKeys:        c.APIKeys,
 		Policy:         c.Policy,
 		Fingerprinter:  idempotency.Fingerprinter{VolatileFields: c.VolatileFields},
@@ -311,7 +326,18 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		Logger:         log,
 		MaxInFlight:    c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout,
-	})
+	}
+	if c.ProviderWebhookSecret != "" {
+		apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
+	}
+	handler := api.New(svc, apiCfg)
+	if c.CommandsNATSURL != "" {
+		stopCommands, err := startCommands(workers, c, svc, apiCfg, log)
+		if err != nil {
+			return err
+		}
+		defer stopCommands()
+	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
