@@ -97,15 +97,16 @@ type Config struct {
 	DBMaxConns          int           // PostgreSQL pool size (after ParseConfig: never 0)
 	DBStatementTimeout  time.Duration // statement_timeout of each PostgreSQL session
 	DBLockTimeout       time.Duration // lock_timeout of each PostgreSQL session
+	usingDevelopmentKey bool
+
 	// ProviderWebhookSecret, when set, serves POST /provider/webhooks for
 	// paysim's signed webhooks.
 	ProviderWebhookSecret string
 	// CommandsNATSURL, when set, consumes commands from JetStream (stream
 	// CommandsStream, durable consumer CommandsDurable).
-	CommandsNATSURL     string
-	CommandsStream      string
-	CommandsDurable     string
-	usingDevelopmentKey bool
+	CommandsNATSURL string
+	CommandsStream  string
+	CommandsDurable string
 }
 
 // Defaults of the load bounds.
