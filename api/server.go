@@ -54,6 +54,9 @@ type Config struct {
 	// Events, when set, serves the event feed (/v1/events) and the webhook
 	// endpoints (/v1/webhook-endpoints).
 	Events *webhook.Endpoints
+	// ProviderWebhook, when set, serves POST ProviderWebhookPath: the
+	// payment provider's signed webhooks, taken into the inbox.
+	ProviderWebhook ProviderWebhook
 }
 
 type server struct {
@@ -66,6 +69,11 @@ type server struct {
 
 // New returns the HTTP handler of the Orderly API over svc.
 func New(svc *service.Service, cfg Config) http.Handler {
+	return newServer(svc, cfg).routes()
+}
+
+// newServer returns a server over svc with cfg's defaults filled in.
+func newServer(svc *service.Service, cfg Config) *server {
 	if cfg.Policy == "" {
 		cfg.Policy = idempotency.PolicyDerive
 	}
@@ -79,6 +87,12 @@ func New(svc *service.Service, cfg Config) http.Handler {
 	for k, tenant := range cfg.APIKeys {
 		s.keys[sha256.Sum256([]byte(k))] = tenant
 	}
+	return s
+}
+
+// routes returns the router of the API.
+func (s *server) routes() http.Handler {
+	cfg := s.cfg
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, s.logRequests, s.recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -99,6 +113,17 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.ready)
+	if cfg.ProviderWebhook != nil {
+		r.Group(func(r chi.Router) {
+			if cfg.MaxInFlight > 0 {
+				r.Use(s.admit(cfg.MaxInFlight))
+			}
+			if cfg.RequestTimeout > 0 {
+				r.Use(deadline(cfg.RequestTimeout))
+			}
+			r.Post(ProviderWebhookPath, s.providerWebhook)
+		})
+	}
 	r.Route("/v1", func(r chi.Router) {
 		if cfg.MaxInFlight > 0 {
 			r.Use(s.admit(cfg.MaxInFlight))

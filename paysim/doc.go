@@ -72,6 +72,16 @@
 // card_declined and remembers it; latency delays the answer. Counters per
 // kind are in GET /admin/stats.
 //
+// # Webhooks
+//
+// With Config.Webhooks.URL set, every new charge, decline and refund sends a
+// WebhookEvent (charge.succeeded, charge.failed, refund.succeeded, with a
+// provider event id) signed with Sign (SignatureHeader; VerifySignature
+// checks it), delivered at least once: retried with exponential backoff and
+// full jitter until a 2xx or WebhookConfig.RetryFor, from memory (a crash
+// loses the deliveries still pending). WebhookFaults duplicate, drop, delay
+// and reorder them.
+//
 // # Packages beside it
 //
 // Package paysim/paysimclient is the client of this API that Orderly uses:

@@ -35,11 +35,17 @@ func start(t *testing.T, f paysim.Faults) *env {
 // end of the test, or earlier by stop.
 func startIn(t *testing.T, dir string, f paysim.Faults) *env {
 	t.Helper()
+	return startWith(t, dir, paysim.Config{Faults: f})
+}
+
+// startWith serves the ledger in dir with c, as startIn does.
+func startWith(t *testing.T, dir string, c paysim.Config) *env {
+	t.Helper()
 	l, err := paysim.OpenLedger(context.Background(), dir)
 	if err != nil {
 		t.Fatalf("OpenLedger: %v", err)
 	}
-	srv, err := paysim.NewServer(l, paysim.Config{Faults: f})
+	srv, err := paysim.NewServer(l, c)
 	if err != nil {
 		l.Close()
 		t.Fatalf("NewServer: %v", err)

@@ -35,6 +35,9 @@ type operation[P, R any] struct {
 	refused func(err error, p P) (status int, e apiError, ok bool)
 	// write answers rec with status.
 	write func(w http.ResponseWriter, rec R, status int, replayed bool)
+	// event returns the webhook event type and data a new rec causes ("":
+	// none).
+	event func(rec R) (string, WebhookData)
 }
 
 // post is the flow of every POST: key, body, FaultHeader and latency; a
@@ -97,8 +100,17 @@ func post[P, R any](s *Server, op *operation[P, R]) http.HandlerFunc {
 		switch {
 		case err != nil:
 			s.fail(w, err)
+			return
 		case !created: // a concurrent request with the key won
 			replay(w, op, rec, p, key)
+			return
+		}
+		if op.event != nil {
+			if typ, data := op.event(rec); typ != "" {
+				s.hooks.emit(typ, data)
+			}
+		}
+		switch {
 		case fault == FaultDrop:
 			s.fired(r, FaultDrop)
 			drop(w)
@@ -181,6 +193,14 @@ var charges = &operation[ChargeParams, Charge]{
 	},
 	create: (*Ledger).CreateCharge,
 	write:  writeCharge,
+	event: func(c Charge) (string, WebhookData) {
+		d := WebhookData{ObjectID: c.ID, IdempotencyKey: c.IdempotencyKey, OrderID: c.OrderID, Amount: c.Amount,
+			Currency: c.Currency, DeclineCode: c.FailureCode}
+		if c.Status == ChargeFailed {
+			return EventChargeFailed, d
+		}
+		return EventChargeSucceeded, d
+	},
 }
 
 // decline returns the decline code and message of a payment method, or ""
@@ -231,6 +251,9 @@ var refunds = &operation[RefundParams, Refund]{
 		return Refund{ID: newID("re_"), IdempotencyKey: key, ChargeKey: p.ChargeKey, Amount: p.Amount, CreatedAt: now()}, ""
 	},
 	create: (*Ledger).CreateRefund,
+	event: func(r Refund) (string, WebhookData) {
+		return EventRefundSucceeded, WebhookData{ObjectID: r.ID, IdempotencyKey: r.IdempotencyKey, Amount: r.Amount}
+	},
 	refused: func(err error, p RefundParams) (int, apiError, bool) {
 		switch {
 		case errors.Is(err, ErrChargeNotFound):

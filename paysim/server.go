@@ -57,6 +57,9 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes limits request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Webhooks configures the signed webhooks sent for every new charge,
+	// decline and refund (none when its URL is empty).
+	Webhooks WebhookConfig
 }
 
 // Server is paysim's HTTP API over a Ledger; see the package documentation
@@ -72,6 +75,8 @@ type Server struct {
 	rng      *rand.Rand
 	injected map[FaultKind]int64
 
+	hooks *webhooks
+
 	requests atomic.Int64
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -80,6 +85,9 @@ type Server struct {
 // NewServer returns the API over l. It fails if c.Faults is invalid.
 func NewServer(l *Ledger, c Config) (*Server, error) {
 	if err := c.Faults.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.Webhooks.Faults.Validate(); err != nil {
 		return nil, err
 	}
 	s := &Server{
@@ -97,6 +105,7 @@ func NewServer(l *Ledger, c Config) (*Server, error) {
 		s.maxBody = DefaultMaxBodyBytes
 	}
 	s.setFaults(c.Faults)
+	s.hooks = newWebhooks(c.Webhooks, s.log, s.stop)
 	s.mux.HandleFunc("POST /v1/charges", post(s, charges))
 	s.mux.HandleFunc("GET /v1/charges", get(s, charges))
 	s.mux.HandleFunc("POST /v1/refunds", post(s, refunds))
@@ -153,7 +162,8 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Counts: c, Requests: s.requests.Load(), FaultsInjected: make(map[FaultKind]int64, len(faultKinds))}
+	st := Stats{Counts: c, Requests: s.requests.Load(), FaultsInjected: make(map[FaultKind]int64, len(faultKinds)),
+		Webhooks: s.hooks.snapshot()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range faultKinds {

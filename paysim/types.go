@@ -197,4 +197,7 @@ type Stats struct {
 	// FaultsInjected counts injected faults by kind (every kind present)
 	// since the process started.
 	FaultsInjected map[FaultKind]int64 `json:"faults_injected"`
+	// Webhooks counts webhook events and deliveries since the process
+	// started.
+	Webhooks WebhookStats `json:"webhooks"`
 }

@@ -104,6 +104,15 @@ type Config struct {
 	ReplicaCheckInterval time.Duration // how often each replica's lag is measured
 	Events               EventsConfig
 	usingDevelopmentKey  bool
+
+	// ProviderWebhookSecret, when set, serves POST /provider/webhooks for
+	// paysim's signed webhooks.
+	ProviderWebhookSecret string
+	// CommandsNATSURL, when set, consumes commands from JetStream (stream
+	// CommandsStream, durable consumer CommandsDurable).
+	CommandsNATSURL string
+	CommandsStream  string
+	CommandsDurable string
 }
 
 // Defaults of the load bounds.
@@ -159,6 +168,10 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.ReplicaCheckInterval, "database-replica-check-interval", postgres.DefaultReplicaCheckInterval, "how often each replica's lag is measured; below -database-replica-max-lag")
 	fs.DurationVar(&c.DBLockTimeout, "db-lock-timeout", DefaultDBLockTimeout, "lock_timeout of orderd's PostgreSQL sessions, below -db-statement-timeout; a lock_timeout URL parameter wins")
 	c.Events.flags(fs)
+	fs.StringVar(&c.ProviderWebhookSecret, "provider-webhook-secret", "", "shared secret of paysim's signed webhooks (at least 16 bytes); empty serves no provider webhook endpoint")
+	fs.StringVar(&c.CommandsNATSURL, "commands-nats-url", "", "nats:// URL of a JetStream server to take commands from (orderly.<tenant>.commands.<op>); empty takes none")
+	fs.StringVar(&c.CommandsStream, "commands-stream", "ORDERLY_COMMANDS", "JetStream stream of commands and dead letters (created if missing)")
+	fs.StringVar(&c.CommandsDurable, "commands-consumer", "orderd-commands", "durable consumer name shared by every orderd instance")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if !strings.Contains(f.Usage, env) {
@@ -214,6 +227,9 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if len(c.APIKeys) == 0 {
 		c.APIKeys = map[string]string{DevAPIKey: DevTenant}
 		c.usingDevelopmentKey = true
+	}
+	if c.ProviderWebhookSecret != "" && len(c.ProviderWebhookSecret) < 16 {
+		return c, errors.New("-provider-webhook-secret (ORDERD_PROVIDER_WEBHOOK_SECRET) must be at least 16 bytes")
 	}
 	if c.DatabaseURL != "" && !isPostgresURL(c.DatabaseURL) {
 		return c, errors.New("-database-url (ORDERD_DATABASE_URL) must be a postgres:// URL, or empty for the embedded store")
@@ -350,7 +366,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	handler := api.New(svc, api.Config{
+	apiCfg := api.Config{
 		Events:         endpoints,
 		APIKeys:        c.APIKeys,
 		Policy:         c.Policy,
@@ -359,7 +375,18 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		Logger:         log,
 		MaxInFlight:    c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout,
-	})
+	}
+	if c.ProviderWebhookSecret != "" {
+		apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
+	}
+	handler := api.New(svc, apiCfg)
+	if c.CommandsNATSURL != "" {
+		stopCommands, err := startCommands(workers, c, svc, apiCfg, log)
+		if err != nil {
+			return err
+		}
+		defer stopCommands()
+	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err

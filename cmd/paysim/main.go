@@ -56,6 +56,8 @@ type Config struct {
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
+	// Webhooks are the signed webhooks to send (none without a URL).
+	Webhooks paysim.WebhookConfig
 }
 
 // ParseConfig parses args and PAYSIM_* environment variables. Errors name
@@ -76,6 +78,12 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.Faults.TimeoutDelay, "timeout-delay", paysim.DefaultTimeoutDelay, "how long a timeout fault holds the request")
 	fs.Float64Var(&c.Faults.DropRate, "drop-rate", 0, "fraction of new requests committed whose reply is dropped")
 	fs.Uint64Var(&c.Faults.Seed, "seed", 0, "seed of the fault draws")
+	webhookSecret := fs.String("webhook-secret", "", "shared secret that signs webhooks (Paysim-Signature); required with -webhook-url")
+	fs.StringVar(&c.Webhooks.URL, "webhook-url", "", "URL that receives signed webhooks (orderd: http://127.0.0.1:8080/provider/webhooks); empty sends none")
+	fs.Float64Var(&c.Webhooks.Faults.DuplicateRate, "webhook-duplicate-rate", 0, "fraction of webhook events delivered twice")
+	fs.Float64Var(&c.Webhooks.Faults.DropRate, "webhook-drop-rate", 0, "fraction of webhook events never delivered")
+	fs.DurationVar(&c.Webhooks.Faults.Delay, "webhook-delay", 0, "delay before each webhook delivery (late webhooks)")
+	fs.DurationVar(&c.Webhooks.Faults.ReorderWindow, "webhook-reorder-window", 0, "random extra delay in [0, window) per delivery, so webhooks overtake each other")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", paysim.DefaultMaxBodyBytes, "request body limit in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take at shutdown")
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("PAYSIM")); err != nil {
@@ -83,6 +91,13 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	if err := c.Faults.Validate(); err != nil {
 		return c, fmt.Errorf("faults: %w", err)
+	}
+	c.Webhooks.Secret, c.Webhooks.Faults.Seed = []byte(*webhookSecret), c.Faults.Seed
+	if err := c.Webhooks.Faults.Validate(); err != nil {
+		return c, fmt.Errorf("webhook faults: %w", err)
+	}
+	if c.Webhooks.URL != "" && len(c.Webhooks.Secret) < 16 {
+		return c, errors.New("-webhook-secret (PAYSIM_WEBHOOK_SECRET) of at least 16 bytes is required with -webhook-url")
 	}
 	if c.DataDir == "" {
 		return c, errors.New("-data-dir (PAYSIM_DATA_DIR) must not be empty")
@@ -104,7 +119,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		return err
 	}
 	defer ledger.Close()
-	sim, err := paysim.NewServer(ledger, paysim.Config{Faults: c.Faults, Logger: log, MaxBodyBytes: c.MaxBodyBytes})
+	sim, err := paysim.NewServer(ledger, paysim.Config{Faults: c.Faults, Logger: log, MaxBodyBytes: c.MaxBodyBytes, Webhooks: c.Webhooks})
 	if err != nil {
 		return err
 	}

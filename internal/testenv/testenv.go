@@ -60,6 +60,8 @@ type Options struct {
 	// a test can hold or observe provider calls. Env.Gateway stays the
 	// simulator underneath, for counting captures.
 	WrapGateway func(payment.Gateway) payment.Gateway
+	// ProviderWebhook serves the provider webhook endpoint (api.Config).
+	ProviderWebhook api.ProviderWebhook
 }
 
 // Env is a running stack.
@@ -97,11 +99,12 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, GroupCommit: !opt.NoGroupCommit,
 	})
 	e.Server = httptest.NewServer(api.New(e.Service, api.Config{
-		APIKeys:        map[string]string{KeyA: TenantA, KeyB: TenantB},
-		Policy:         opt.Policy,
-		MaxBodyBytes:   opt.MaxBodyBytes,
-		MaxInFlight:    opt.MaxInFlight,
-		RequestTimeout: opt.RequestTimeout,
+		APIKeys:         map[string]string{KeyA: TenantA, KeyB: TenantB},
+		Policy:          opt.Policy,
+		MaxBodyBytes:    opt.MaxBodyBytes,
+		MaxInFlight:     opt.MaxInFlight,
+		RequestTimeout:  opt.RequestTimeout,
+		ProviderWebhook: opt.ProviderWebhook,
 		// Loopback webhook receivers are what tests have.
 		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now},
 	}))

@@ -117,6 +117,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		testEvents(t, open)
 	})
+	t.Run("Inbox", func(t *testing.T) {
+		t.Parallel()
+		testInbox(t, open)
+	})
 }
 
 func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {

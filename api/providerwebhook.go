@@ -1,0 +1,53 @@
+package api
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/store"
+)
+
+// ProviderWebhookPath is where the payment provider delivers its webhooks.
+// It is authenticated by the provider's signature, not by an API key.
+const ProviderWebhookPath = "/provider/webhooks"
+
+// ProviderWebhook authenticates and parses a payment provider's webhooks
+// (an adapter such as paysimclient.Webhooks implements it).
+type ProviderWebhook interface {
+	// Authenticate verifies the delivery's signature over its raw body;
+	// an error means the sender is not the provider, or the delivery is a
+	// stale replay (401).
+	Authenticate(h http.Header, body []byte) error
+	// Parse turns an authenticated body into an inbox event; an error means
+	// the body is malformed (400).
+	Parse(body []byte) (store.InboxEvent, error)
+}
+
+// providerWebhook takes in one provider webhook: signature first, then the
+// event, recorded in the inbox with its effect. It answers 200 with what
+// happened (applied, duplicate, already_settled, unmatched) — all of them
+// tell the provider to stop resending — or a retryable 503.
+func (s *server) providerWebhook(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		writeError(w, r, s.log, apperr.Errorf(codeTooLarge, "the webhook body exceeds %d bytes", s.cfg.MaxBodyBytes))
+		return
+	}
+	if err := s.cfg.ProviderWebhook.Authenticate(r.Header, body); err != nil {
+		s.log.WarnContext(r.Context(), "provider webhook refused", "err", err)
+		writeError(w, r, s.log, apperr.Errorf(codeUnauthorized, "the webhook signature does not verify"))
+		return
+	}
+	ev, err := s.cfg.ProviderWebhook.Parse(body)
+	if err != nil {
+		writeError(w, r, s.log, apperr.Errorf(apperr.EInvalid, "the webhook is malformed: %v", err))
+		return
+	}
+	out, err := s.svc.TakeProviderEvent(r.Context(), ev)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"outcome": string(out)})
+}

@@ -1,0 +1,93 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/internal/testenv"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/paysimclient"
+	"github.com/orderly/orderly/paysim/testmode"
+)
+
+var webhookSecret = []byte("whsec_api_test")
+
+// lostReplies charges, then loses the answer: every pay's outcome is
+// unknown to orderd.
+type lostReplies struct{ payment.Gateway }
+
+func (g lostReplies) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
+	if _, err := g.Gateway.Charge(ctx, req); err != nil {
+		return payment.Charge{}, err
+	}
+	return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+}
+
+func (g lostReplies) Lookup(ctx context.Context, key string) (payment.Charge, error) {
+	return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+}
+
+// webhook posts a paysim event about the charge key, signed at t with
+// secret (nil: unsigned).
+func webhook(t *testing.T, env *testenv.Env, id, typ, chargeKey string, secret []byte, at time.Time) reply {
+	t.Helper()
+	body, err := json.Marshal(paysim.WebhookEvent{ID: id, Type: typ, Created: at.Unix(), Data: paysim.WebhookData{IdempotencyKey: chargeKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	if secret != nil {
+		h.Set(paysim.SignatureHeader, paysim.Sign(secret, at, body))
+	}
+	return exchange(t, env, call{Method: http.MethodPost, Path: api.ProviderWebhookPath, Body: body, Header: h})
+}
+
+func TestProviderWebhook(t *testing.T) {
+	eachStore(t, func(t *testing.T, kind string) {
+		env := testenv.New(t, kind, testenv.Options{
+			WrapGateway:     func(g payment.Gateway) payment.Gateway { return lostReplies{g} },
+			ProviderWebhook: paysimclient.Webhooks{Secret: webhookSecret},
+		})
+		o := create(t, env, testenv.KeyA, newKey(t), newCustomer(t))
+		payKey := newKey(t)
+		r := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, payKey, payBody(o, testmode.MethodApproved))
+		wantProblem(t, r, http.StatusServiceUnavailable, apperr.EUnavailable)
+		chargeKey := fmt.Sprintf("%s/pay/%d", o.ID, o.Version)
+		now := time.Now()
+
+		// Refused before anything is recorded: no signature, a wrong
+		// secret, a stale timestamp (401); a malformed event (400).
+		wantProblem(t, webhook(t, env, "evt_a", paysim.EventChargeSucceeded, chargeKey, nil, now), http.StatusUnauthorized, "unauthorized")
+		wantProblem(t, webhook(t, env, "evt_a", paysim.EventChargeSucceeded, chargeKey, []byte("nope"), now), http.StatusUnauthorized, "unauthorized")
+		wantProblem(t, webhook(t, env, "evt_a", paysim.EventChargeSucceeded, chargeKey, webhookSecret, now.Add(-time.Hour)), http.StatusUnauthorized, "unauthorized")
+		wantProblem(t, webhook(t, env, "evt_a", "charge.exploded", chargeKey, webhookSecret, now), http.StatusBadRequest, apperr.EInvalid)
+		if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received {
+			t.Fatalf("a refused webhook moved the order to %s", got.State)
+		}
+
+		for i, want := range []string{"applied", "duplicate"} {
+			r := webhook(t, env, "evt_a", paysim.EventChargeSucceeded, chargeKey, webhookSecret, now)
+			wantStatus(t, r, http.StatusOK)
+			if got := decode[map[string]string](t, r)["outcome"]; got != want {
+				t.Fatalf("delivery %d: outcome %q, want %q", i+1, got, want)
+			}
+		}
+		if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Paid || got.Version != o.Version+1 {
+			t.Fatalf("after the webhook: %s v%d, want PAID v%d", got.State, got.Version, o.Version+1)
+		}
+		// The client's retry finds the outcome without asking the provider.
+		r = do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, payKey, payBody(o, testmode.MethodApproved))
+		wantStatus(t, r, http.StatusOK)
+		if n := env.Gateway.Captures(o.ID); n != 1 {
+			t.Fatalf("captures = %d, want 1", n)
+		}
+	})
+}

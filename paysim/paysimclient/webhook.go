@@ -1,0 +1,52 @@
+package paysimclient
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/store"
+)
+
+// Source is the inbox source of paysim's events.
+const Source = "paysim"
+
+// Webhooks authenticates and parses paysim's webhooks for orderd's provider
+// webhook endpoint (it implements api.ProviderWebhook).
+type Webhooks struct {
+	// Secret is the shared secret paysim signs with.
+	Secret []byte
+	// Tolerance is the largest age of a signature's timestamp (default
+	// paysim.DefaultSignatureTolerance).
+	Tolerance time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Authenticate verifies the paysim.SignatureHeader of a delivery. Errors
+// wrap paysim.ErrSignature.
+func (w Webhooks) Authenticate(h http.Header, body []byte) error {
+	tol, now := w.Tolerance, w.Now
+	if tol <= 0 {
+		tol = paysim.DefaultSignatureTolerance
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return paysim.VerifySignature(w.Secret, h.Get(paysim.SignatureHeader), body, now(), tol)
+}
+
+// Parse returns the inbox event of a paysim.WebhookEvent body.
+func (w Webhooks) Parse(body []byte) (store.InboxEvent, error) {
+	var ev paysim.WebhookEvent
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return store.InboxEvent{}, fmt.Errorf("not a paysim event: %w", err)
+	}
+	in := store.InboxEvent{Source: Source, EventID: ev.ID, Type: store.ProviderEventType(ev.Type), ProviderKey: ev.Data.IdempotencyKey}
+	if !in.Type.Valid() || in.EventID == "" || in.ProviderKey == "" || len(in.EventID) > 255 {
+		return store.InboxEvent{}, fmt.Errorf("event %q of type %q needs an id and data.idempotency_key", ev.ID, ev.Type)
+	}
+	return in, nil
+}

@@ -1,0 +1,143 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/statemachine"
+	"github.com/orderly/orderly/store"
+)
+
+// InboxOutcome is what taking in a provider event did.
+type InboxOutcome string
+
+// Inbox outcomes. Each is a success for the provider: the event was taken
+// in (or had been) and need not be sent again.
+const (
+	// InboxApplied: the event settled its attempt (and moved the order,
+	// when the order was still waiting for it), in the transaction that
+	// recorded the event id.
+	InboxApplied InboxOutcome = "applied"
+	// InboxDuplicate: the event id was already in the inbox; nothing was
+	// done.
+	InboxDuplicate InboxOutcome = "duplicate"
+	// InboxAlreadySettled: the event was recorded, but its attempt had been
+	// settled already (the HTTP request or the completer got the answer
+	// first): the effect had happened, so nothing else changed.
+	InboxAlreadySettled InboxOutcome = "already_settled"
+	// InboxUnmatched: the event was recorded, but no attempt of Orderly's
+	// has its provider key (or the attempt is of another kind); nothing
+	// else changed.
+	InboxUnmatched InboxOutcome = "unmatched"
+)
+
+// TakeProviderEvent takes in a provider event (a webhook whose signature the
+// caller verified): in one store transaction it records ev's event id in the
+// inbox and applies its effect — settles the attempt whose provider key the
+// event names and, if the order is still where that attempt left it, moves
+// the order as the state machine decides (charge.succeeded pays it,
+// charge.failed moves its version on as a decline does, refund.succeeded
+// cancels it). The order write is the same compare-and-set as phase 3 of a
+// request (see finish), allowed only while the attempt is the order's one
+// open attempt; a lost race rolls the event back with its effect and
+// decides again. So a webhook delivered twice, out of order, late, or while
+// a client's retry of the same pay runs takes effect once.
+//
+// The key of a request left with an unknown outcome keeps its state until
+// its next retry or the completer, which then finds the attempt settled and
+// completes the key with its outcome without asking the provider again.
+//
+// Errors: EInvalid (an unknown event type, a missing id or provider key;
+// nothing recorded), EUnavailable (retry the delivery).
+func (s *Service) TakeProviderEvent(ctx context.Context, ev store.InboxEvent) (InboxOutcome, error) {
+	if !ev.Type.Valid() || ev.Source == "" || ev.EventID == "" || ev.ProviderKey == "" {
+		return "", apperr.Errorf(apperr.EInvalid, "a provider event needs a known type, a source, an id and a provider key")
+	}
+	for range maxDecisions {
+		now := s.cfg.Now()
+		ev.ReceivedAt = now.UTC().Truncate(time.Microsecond)
+		var out InboxOutcome
+		err := s.store.InTx(ctx, func(tx store.Executor) error {
+			recorded, err := tx.RecordInboxEvent(ctx, ev)
+			switch {
+			case err != nil:
+				return err
+			case !recorded:
+				out = InboxDuplicate
+				return nil
+			}
+			out, err = s.applyProviderEvent(ctx, tx, ev)
+			return err
+		})
+		if errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
+			continue // another writer moved the order: decide again
+		}
+		if err != nil {
+			return "", err
+		}
+		s.cfg.Logger.Info("provider event taken in", "source", ev.Source, "type", string(ev.Type), "outcome", string(out))
+		return out, nil
+	}
+	return "", apperr.Errorf(apperr.EUnavailable, "the order is changing too fast; deliver the event again")
+}
+
+// applyProviderEvent is the effect of a provider event inside the inbox's
+// transaction.
+func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev store.InboxEvent) (InboxOutcome, error) {
+	a, err := tx.GetAttempt(ctx, ev.ProviderKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return InboxUnmatched, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	want, ev2 := store.AttemptCharge, order.EventPay
+	if ev.Type == store.RefundSucceeded {
+		want, ev2 = store.AttemptRefund, order.EventCancel
+	}
+	if a.Kind != want {
+		return InboxUnmatched, nil
+	}
+	if s.settled(a).class != 0 {
+		return InboxAlreadySettled, nil
+	}
+	o, err := tx.GetOrder(ctx, a.TenantID, a.OrderID)
+	if err != nil {
+		return "", err
+	}
+	now := s.cfg.Now()
+	upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, At: now}
+	// The attempt is where the order waits only if it is the attempt this
+	// order version would make (a charge belongs to one version).
+	waiting := a.Kind == store.AttemptRefund || a.ProviderKey == chargeKey(o.ID, o.Version)
+	var next *order.Order
+	switch {
+	case ev.Type == store.ChargeFailed:
+		upd.Status, upd.ErrorCode = store.AttemptDeclined, string(apperr.EDeclined)
+		if waiting && o.State == order.Received {
+			// As a decline answered to the request: the version moves on,
+			// so the next pay is a new logical charge.
+			bumped := o.Apply(o.State, now)
+			next = &bumped
+		}
+	case waiting:
+		if d, err := statemachine.Decide(o.State, ev2); err == nil && d.Outcome != statemachine.NoOp {
+			moved := o.Apply(d.To, now)
+			next = &moved
+		}
+	}
+	if next != nil {
+		if err := tx.CompareAndSetOrder(ctx, *next, a.ProviderKey); err != nil {
+			return "", err
+		}
+		// The change's event, in the change's transaction (the outbox).
+		if err := tx.AppendEvent(ctx, event.For(*next, now)); err != nil {
+			return "", err
+		}
+	}
+	return InboxApplied, tx.SettleAttempt(ctx, upd)
+}

@@ -1,0 +1,174 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/paysim/testmode"
+	"github.com/orderly/orderly/service"
+	"github.com/orderly/orderly/store"
+)
+
+// chargeEvent is the provider event about the charge of o at its version.
+func chargeEvent(id string, typ store.ProviderEventType, o order.Order) store.InboxEvent {
+	return store.InboxEvent{Source: "paysim", EventID: id, Type: typ, ProviderKey: fmt.Sprintf("%s/pay/%d", o.ID, o.Version)}
+}
+
+// payWithLostReply pays o with method through a provider that decides and
+// then loses its answer: the pay ends with an unknown outcome.
+func (f *fixture) payWithLostReply(t *testing.T, o order.Order, k string, in service.PayInput) {
+	t.Helper()
+	f.gw.dropNext.Store(true)
+	_, err := f.svc.Pay(context.Background(), service.Call{TenantID: "t1", OrderID: o.ID, Key: key(k)}, in)
+	if apperr.ErrorCode(err) != apperr.EUnavailable {
+		t.Fatalf("pay with a lost reply: %v, want unavailable", err)
+	}
+}
+
+// TestProviderEventResolvesUnknownOutcome: a pay whose answer was lost
+// leaves the order RCVD and its attempt unknown; charge.succeeded pays the
+// order at once (no completer, no retry), a second delivery is a duplicate,
+// and the client's retry then completes its key from the settled attempt
+// without a second capture.
+func TestProviderEventResolvesUnknownOutcome(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		f.payWithLostReply(t, o, "pay-1", payIn)
+		ev := chargeEvent("evt_ok", store.ChargeSucceeded, o)
+		for i, want := range []service.InboxOutcome{service.InboxApplied, service.InboxDuplicate} {
+			got, err := f.svc.TakeProviderEvent(ctx, ev)
+			if err != nil || got != want {
+				t.Fatalf("delivery %d = %q, %v; want %q", i+1, got, err, want)
+			}
+		}
+		got, err := f.svc.Get(ctx, "t1", o.ID)
+		if err != nil || got.State != order.Paid || got.Version != o.Version+1 {
+			t.Fatalf("after the webhook: %+v, %v; want PAID at version %d", got, err, o.Version+1)
+		}
+		a, err := f.st.GetAttempt(ctx, ev.ProviderKey)
+		if err != nil || a.Status != store.AttemptSucceeded {
+			t.Fatalf("attempt = %+v, %v; want succeeded", a, err)
+		}
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("pay-1")}, payIn)
+		if err != nil || res.Order.State != order.Paid || res.Order.Version != o.Version+1 {
+			t.Fatalf("retry = %+v, %v; want PAID, unchanged", res.Order, err)
+		}
+		if n := f.gw.Captures(o.ID); n != 1 {
+			t.Fatalf("captures = %d, want 1", n)
+		}
+		assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid)
+	})
+}
+
+// TestProviderEventDecline: charge.failed for a pay left unknown declines
+// it as the answer would have: the order stays RCVD with its version moved
+// on, and the retry of the pay replays the decline.
+func TestProviderEventDecline(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		declined := payIn
+		declined.PaymentMethod = testmode.MethodDeclined
+		f.payWithLostReply(t, o, "pay-d", declined)
+		if got, err := f.svc.TakeProviderEvent(ctx, chargeEvent("evt_no", store.ChargeFailed, o)); err != nil || got != service.InboxApplied {
+			t.Fatalf("charge.failed = %q, %v", got, err)
+		}
+		got, _ := f.svc.Get(ctx, "t1", o.ID)
+		if got.State != order.Received || got.Version != o.Version+1 {
+			t.Fatalf("after the decline: %s v%d, want RCVD v%d", got.State, got.Version, o.Version+1)
+		}
+		_, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("pay-d")}, declined)
+		if apperr.ErrorCode(err) != apperr.EDeclined {
+			t.Fatalf("retry = %v, want the decline replayed", err)
+		}
+	})
+}
+
+// TestProviderEventLateAndUnmatched: a webhook after the pay finished is
+// recorded and changes nothing; one about a charge Orderly never made is
+// recorded as unmatched.
+func TestProviderEventLateAndUnmatched(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("pay-l")}, payIn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			ev   store.InboxEvent
+			want service.InboxOutcome
+		}{
+			{chargeEvent("evt_late", store.ChargeSucceeded, o), service.InboxAlreadySettled},
+			{chargeEvent("evt_late_fail", store.ChargeFailed, o), service.InboxAlreadySettled},
+			{store.InboxEvent{Source: "paysim", EventID: "evt_x", Type: store.ChargeSucceeded, ProviderKey: "ord_nope/pay/1"}, service.InboxUnmatched},
+		} {
+			if got, err := f.svc.TakeProviderEvent(ctx, tc.ev); err != nil || got != tc.want {
+				t.Fatalf("%s = %q, %v; want %q", tc.ev.EventID, got, err, tc.want)
+			}
+		}
+		got, _ := f.svc.Get(ctx, "t1", o.ID)
+		if got.Version != res.Order.Version || got.State != order.Paid {
+			t.Fatalf("a late webhook changed the order: %+v", got)
+		}
+		if _, err := f.svc.TakeProviderEvent(ctx, store.InboxEvent{Source: "paysim", EventID: "e", Type: "charge.exploded", ProviderKey: "k"}); apperr.ErrorCode(err) != apperr.EInvalid {
+			t.Fatalf("unknown type: %v, want invalid", err)
+		}
+	})
+}
+
+// TestProviderEventRacesRetries: every webhook of a charge delivered many
+// times, shuffled, concurrently with the client's retries of the pay and the
+// completer: one capture, one transition, and every retry answers PAID.
+func TestProviderEventRacesRetries(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		f.payWithLostReply(t, o, "pay-r", payIn)
+		var jobs []func() error
+		for range 20 {
+			jobs = append(jobs, func() error {
+				_, err := f.svc.TakeProviderEvent(ctx, chargeEvent("evt_r", store.ChargeSucceeded, o))
+				return err
+			}, func() error {
+				res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("pay-r")}, payIn)
+				if err == nil && res.Order.State != order.Paid {
+					return fmt.Errorf("retry answered %s", res.Order.State)
+				}
+				return err
+			})
+		}
+		jobs = append(jobs, func() error { _, err := f.svc.RecoverAbandoned(ctx, 10); return err })
+		rand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+		var wg sync.WaitGroup
+		errs := make(chan error, len(jobs))
+		for _, job := range jobs {
+			wg.Go(func() { errs <- job() })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			// A retry may meet the key held by another retry (409) or a
+			// busy store; both are retryable and change nothing.
+			if c := apperr.ErrorCode(err); err != nil && c != apperr.EKeyInProgress && c != apperr.EOrderBusy && !errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("job: %v", err)
+			}
+		}
+		got, _ := f.svc.Get(ctx, "t1", o.ID)
+		if got.State != order.Paid || got.Version != o.Version+1 {
+			t.Fatalf("order %s v%d, want PAID v%d (one transition)", got.State, got.Version, o.Version+1)
+		}
+		if n := f.gw.Captures(o.ID); n != 1 {
+			t.Fatalf("captures = %d, want 1", n)
+		}
+		assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid)
+	})
+}

@@ -1,0 +1,37 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderly/orderly/store"
+)
+
+// insertInboxEvent records a provider event unless its (source, event id)
+// is there ($1 source, $2 event id, $3 type, $4 provider key, $5 received
+// at). It returns one row when it inserted, none for a duplicate; a
+// concurrent insert of the same event waits for the other transaction.
+const insertInboxEvent = `
+INSERT INTO provider_inbox (source, event_id, event_type, provider_key, received_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (source, event_id) DO NOTHING
+RETURNING true`
+
+// RecordInboxEvent implements store.Executor in one statement, sent at once
+// (with any writes the transaction has queued) so the caller knows before
+// it writes the effect.
+func (e executor) RecordInboxEvent(ctx context.Context, ev store.InboxEvent) (bool, error) {
+	recorded := false
+	err := e.db.query(ctx, insertInboxEvent, []any{ev.Source, ev.EventID, string(ev.Type), ev.ProviderKey, ev.ReceivedAt},
+		func(rows pgx.Rows) error {
+			for rows.Next() {
+				recorded = true
+			}
+			return nil
+		})
+	if err != nil {
+		return false, translate(err)
+	}
+	return recorded, nil
+}
