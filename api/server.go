@@ -179,8 +179,13 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) createOrder(w http.ResponseWriter, r *http.Request) {
-	var in order.NewOrderInput
-	body, err := s.readBody(w, r, &in, true)
+	var cb createBody
+	body, err := s.readBody(w, r, &cb, true)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	in, err := cb.input()
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -254,7 +259,7 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 type payBody struct {
 	Amount        *int64  `json:"amount"`
 	Currency      *string `json:"currency"`
-	PaymentMethod string  `json:"payment_method"`
+	PaymentMethod *string `json:"payment_method"`
 }
 
 func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
@@ -266,21 +271,23 @@ func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	var fe []apperr.FieldError
 	if pb.Amount == nil {
-		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "is required (minor currency units)"})
+		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "is required and must not be null (minor currency units)"})
 	}
 	if pb.Currency == nil {
-		fe = append(fe, apperr.FieldError{Field: "currency", Reason: "is required"})
+		fe = append(fe, apperr.FieldError{Field: "currency", Reason: "is required and must not be null"})
 	} else if reason := order.CurrencyReason(*pb.Currency); reason != "" {
 		fe = append(fe, apperr.FieldError{Field: "currency", Reason: reason})
 	}
-	if reason := paymentMethodReason(pb.PaymentMethod); reason != "" {
+	if pb.PaymentMethod == nil {
+		fe = append(fe, apperr.FieldError{Field: "payment_method", Reason: "is required and must not be null"})
+	} else if reason := paymentMethodReason(*pb.PaymentMethod); reason != "" {
 		fe = append(fe, apperr.FieldError{Field: "payment_method", Reason: reason})
 	}
 	if len(fe) > 0 {
 		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "the payment has invalid fields", Fields: fe})
 		return
 	}
-	in := service.PayInput{Amount: *pb.Amount, Currency: *pb.Currency, PaymentMethod: pb.PaymentMethod}
+	in := service.PayInput{Amount: *pb.Amount, Currency: *pb.Currency, PaymentMethod: *pb.PaymentMethod}
 	id := chi.URLParam(r, "id")
 	key, err := s.idempotencyKey(r, "/v1/orders/{id}/pay", map[string]string{"id": id}, body)
 	if err != nil {
