@@ -52,6 +52,7 @@ var problems = map[apperr.Code]problemKind{
 	apperr.EKeyInProgress:       {http.StatusConflict, "Request in progress", 1},
 	apperr.EKeyExpired:          {http.StatusUnprocessableEntity, "Idempotency key expired", 0},
 	apperr.EOrderBusy:           {http.StatusConflict, "Order busy", 1},
+	apperr.ENeedsAttention:      {http.StatusConflict, "Needs attention", 0},
 	apperr.EKeyRequired:         {http.StatusBadRequest, "Idempotency key required", 0},
 	apperr.EUnavailable:         {http.StatusServiceUnavailable, "Service unavailable", 2},
 	apperr.EInternal:            {http.StatusInternalServerError, "Internal error", 0},

@@ -48,6 +48,11 @@ const (
 	// EUnavailable: a dependency (store, provider) failed in a retryable way;
 	// nothing final was recorded (503 with Retry-After).
 	EUnavailable Code = "unavailable"
+	// ENeedsAttention: a provider call's outcome stayed unknown past the age
+	// a provider keeps its idempotency keys; nothing is retried for it (that
+	// could move money twice) until a person settles it (409, no
+	// Retry-After).
+	ENeedsAttention Code = "needs_attention"
 	// EInternal: an unexpected failure (500). Never stored as final.
 	EInternal Code = "internal"
 )

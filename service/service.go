@@ -53,6 +53,12 @@ const (
 	DefaultLeaseDuration = 30 * time.Second
 	DefaultMaxWait       = 10 * time.Second
 	DefaultTombstoneTTL  = 30 * 24 * time.Hour
+	// DefaultUnresolvedAfter is half of the 24 h for which Stripe keeps an
+	// idempotency key: well inside any provider's retention.
+	DefaultUnresolvedAfter     = 12 * time.Hour
+	DefaultCompleterParallel   = 4
+	DefaultCompleterBackoff    = 5 * time.Second
+	DefaultCompleterMaxBackoff = 10 * time.Minute
 )
 
 // maxDecisions bounds how often a transition re-reads and decides again after
@@ -78,6 +84,22 @@ type Config struct {
 	// TombstoneTTL is how long an expired client key's tombstone is kept
 	// (default 30 days).
 	TombstoneTTL time.Duration
+	// UnresolvedAfter is the age (from the first call under its provider
+	// key) past which a provider attempt whose outcome is still unknown is
+	// never called again: the provider may have forgotten the key, so a
+	// lookup that finds nothing proves nothing and a new call could charge,
+	// ship or refund twice. The attempt is parked as needs_attention, its
+	// key too, its order does not move, and an error-level log line says
+	// so (default DefaultUnresolvedAfter, 12h). It must be shorter than the
+	// providers' key retention.
+	UnresolvedAfter time.Duration
+	// CompleterParallel is how many abandoned keys one completer pass
+	// drives at once (default 4).
+	CompleterParallel int
+	// CompleterBackoff and CompleterMaxBackoff space the completer's
+	// questions about one unknown outcome: the n-th takeover defers the next
+	// by min(CompleterBackoff·2^n, CompleterMaxBackoff) (defaults 5s, 10m).
+	CompleterBackoff, CompleterMaxBackoff time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives warnings (default slog.Default()).
@@ -119,6 +141,18 @@ func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Confi
 	}
 	if cfg.TombstoneTTL <= 0 {
 		cfg.TombstoneTTL = DefaultTombstoneTTL
+	}
+	if cfg.UnresolvedAfter <= 0 {
+		cfg.UnresolvedAfter = DefaultUnresolvedAfter
+	}
+	if cfg.CompleterParallel <= 0 {
+		cfg.CompleterParallel = DefaultCompleterParallel
+	}
+	if cfg.CompleterBackoff <= 0 {
+		cfg.CompleterBackoff = DefaultCompleterBackoff
+	}
+	if cfg.CompleterMaxBackoff < cfg.CompleterBackoff {
+		cfg.CompleterMaxBackoff = max(DefaultCompleterMaxBackoff, cfg.CompleterBackoff)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -248,6 +282,10 @@ func (s *Service) held(ctx context.Context, key idempotency.Key, h store.Holder,
 	if h.State == idempotency.StateExpired || (h.State == idempotency.StateCompleted && h.Expired(now)) {
 		return keyed, apperr.Errorf(apperr.EKeyExpired,
 			"this Idempotency-Key expired at %s; retry with a new key", h.ExpiresAt.Format(time.RFC3339))
+	}
+	if h.State == idempotency.StateNeedsAttention {
+		return keyed, apperr.Errorf(apperr.ENeedsAttention, "the provider's answer to this request stayed unknown past the "+
+			"provider's key retention; it will not be retried and the order will not move until support settles it")
 	}
 	if h.State != idempotency.StateCompleted {
 		return keyed, apperr.Errorf(apperr.EKeyInProgress,
