@@ -109,6 +109,7 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		r.Post("/orders/{id}/fulfill", s.fulfillOrder)
 		r.Post("/orders/{id}/cancel", s.cancelOrder)
 		r.Get("/idempotency-keys/{key}", s.getKeyStatus)
+		r.Get("/attempts", s.listAttempts)
 	})
 	s.router = r
 	return r
@@ -369,6 +370,55 @@ func (s *server) getKeyStatus(w http.ResponseWriter, r *http.Request) {
 		Key: key, State: string(info.State), ExpiresAt: info.ExpiresAt,
 		ResourceID: info.ResourceID, StatusCode: outcomeStatus(info),
 	})
+}
+
+// attemptView is one provider attempt as GET /v1/attempts lists it. Amount
+// is in minor units of Currency.
+type attemptView struct {
+	ProviderKey string    `json:"provider_key"`
+	OrderID     string    `json:"order_id"`
+	Kind        string    `json:"kind"`
+	Status      string    `json:"status"`
+	Amount      int64     `json:"amount"`
+	Currency    string    `json:"currency"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// listAttempts answers GET /v1/attempts?status=needs_attention&limit=N: the
+// tenant's provider attempts parked for a person, oldest first (limit
+// 1–100, default 100). needs_attention is the only status listed.
+func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var fe []apperr.FieldError
+	if st := q.Get("status"); st != "" && st != "needs_attention" {
+		fe = append(fe, apperr.FieldError{Field: "status", Reason: "must be needs_attention"})
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			fe = append(fe, apperr.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
+		}
+		limit = n
+	}
+	if len(fe) > 0 {
+		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "invalid query parameters", Fields: fe})
+		return
+	}
+	as, err := s.svc.AttemptsNeedingAttention(r.Context(), tenantOf(r.Context()), limit)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := struct {
+		Data []attemptView `json:"data"`
+	}{Data: []attemptView{}}
+	for _, a := range as {
+		out.Data = append(out.Data, attemptView{ProviderKey: a.ProviderKey, OrderID: a.OrderID, Kind: string(a.Kind),
+			Status: string(a.Status), Amount: a.Amount, Currency: a.Currency, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // keyStatus is the body of GET /v1/idempotency-keys/{key}.

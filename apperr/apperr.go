@@ -3,6 +3,7 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable kind of application error. The api
@@ -70,6 +71,11 @@ type Error struct {
 	Code    Code
 	Message string
 	Fields  []FieldError
+	// RetryAfter, when positive, is how long the client should wait before
+	// it retries, when the server knows (such as the time left on the lease
+	// of the request holding the key); the api bounds it and sends it as
+	// Retry-After (RFC 9110 §10.2.3) in place of its table's default.
+	RetryAfter time.Duration
 }
 
 // Error implements error.

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -164,6 +165,21 @@ func TestCancelRefundsACaptureAnswered5xx(t *testing.T) {
 		}
 		if n := f.gw.Refunds(o.ID); n != 1 {
 			t.Fatalf("%d refunds, want 1: the order was cancelled with its charge captured", n)
+		}
+	})
+}
+
+// TestInProgressRetryAfterIsTheLeaseLeft: a duplicate of a request holding
+// its key is told to come back when the holder's lease ends.
+func TestInProgressRetryAfterIsTheLeaseLeft(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		o := f.order(t)
+		crashPay(t, f, o, "H") // leased for 10s from now
+		f.clk.Advance(3 * time.Second)
+		_, err := f.svc.Pay(context.Background(), service.Call{TenantID: "t1", OrderID: o.ID, Key: key("H")}, payIn)
+		var e *apperr.Error
+		if !errors.As(err, &e) || e.Code != apperr.EKeyInProgress || e.RetryAfter != 7*time.Second {
+			t.Fatalf("duplicate = %v (retry after %v), want EKeyInProgress after 7s", err, e)
 		}
 	})
 }

@@ -288,8 +288,14 @@ func (s *Service) held(ctx context.Context, key idempotency.Key, h store.Holder,
 			"provider's key retention; it will not be retried and the order will not move until support settles it")
 	}
 	if h.State != idempotency.StateCompleted {
-		return keyed, apperr.Errorf(apperr.EKeyInProgress,
+		e := apperr.Errorf(apperr.EKeyInProgress,
 			"a request with this Idempotency-Key is still being processed; retry later with the same key")
+		if h.State == idempotency.StateInProgress {
+			// The holder finishes, or its lease lapses and a retry may
+			// take over, by then (the api bounds it).
+			e.RetryAfter = h.LockedUntil.Sub(now)
+		}
+		return keyed, e
 	}
 	return s.replay(ctx, h)
 }
