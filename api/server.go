@@ -173,7 +173,7 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.svc.Ping(ctx); err != nil {
-		writeError(w, r, s.log, &apperr.Error{Code: apperr.EUnavailable, Message: "the store is not reachable"})
+		writeError(w, r, s.log, &apperr.Error{Code: apperr.EUnavailable, Message: "the store cannot be reached or written"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -63,7 +63,17 @@ ALTER TABLE provider_attempts_new RENAME TO provider_attempts;
 CREATE INDEX provider_attempts_order_idx     ON provider_attempts (order_id);
 CREATE INDEX provider_attempts_attention_idx ON provider_attempts (tenant_id, updated_at) WHERE status = 'needs_attention';
 
+-- readiness holds one row that Store.Ping rewrites: a committed write (a
+-- WAL frame and an fsync), so /readyz notices a file that cannot be written
+-- (disk full, I/O errors, read-only) and not only one that cannot be read.
+CREATE TABLE readiness (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    checked_at INTEGER NOT NULL
+) STRICT;
+INSERT INTO readiness (id, checked_at) VALUES (1, 0);
+
 -- +goose Down
+DROP TABLE readiness;
 UPDATE provider_attempts SET status = 'unknown' WHERE status = 'needs_attention';
 UPDATE idempotency_keys SET state = 'unknown_outcome' WHERE state = 'needs_attention';
 DROP INDEX provider_attempts_attention_idx;

@@ -178,3 +178,6 @@ WHERE tenant_id = ?1
   AND (?4 = '' OR id < ?4)
 ORDER BY id DESC
 LIMIT ?5`
+
+// pingWrite is Ping's committed write (?1 now in microseconds).
+const pingWrite = `UPDATE readiness SET checked_at = ?1 WHERE id = 1`

@@ -55,10 +55,12 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Ping checks the database answers.
+// Ping checks that the database can be written: it commits a one-row
+// update (one WAL frame and one fsync), so a full disk, an I/O error or a
+// read-only file fails it with ErrUnavailable, not only an unreadable one.
 func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	return translate(s.db.QueryRowContext(ctx, `SELECT 1`).Scan(&one))
+	_, err := s.db.ExecContext(ctx, pingWrite, time.Now().UnixMicro())
+	return translate(err)
 }
 
 // conn is what the store's operations run on: the database (each statement
