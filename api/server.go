@@ -222,13 +222,7 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 	if !order.ValidFilterText(f.CustomerID) {
 		fe = append(fe, apperr.FieldError{Field: "customer_id", Reason: "must be UTF-8 text without control characters"})
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			fe = append(fe, apperr.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
-		}
-		f.Limit = n
-	}
+	f.Limit, fe = queryLimit(q, 0, fe)
 	if v := q.Get("cursor"); v != "" {
 		id, err := base64.RawURLEncoding.DecodeString(v)
 		if err != nil || !order.ValidID(string(id)) {
@@ -394,14 +388,7 @@ func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) {
 	if st := q.Get("status"); st != "" && st != "needs_attention" {
 		fe = append(fe, apperr.FieldError{Field: "status", Reason: "must be needs_attention"})
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			fe = append(fe, apperr.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
-		}
-		limit = n
-	}
+	limit, fe := queryLimit(q, 100, fe)
 	if len(fe) > 0 {
 		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "invalid query parameters", Fields: fe})
 		return
@@ -419,6 +406,20 @@ func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) {
 			Status: string(a.Status), Amount: a.Amount, Currency: a.Currency, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// queryLimit returns the "limit" query parameter (1–100), def when absent,
+// and fe with a field error added when it is not such an integer.
+func queryLimit(q url.Values, def int, fe []apperr.FieldError) (int, []apperr.FieldError) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, fe
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		fe = append(fe, apperr.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
+	}
+	return n, fe
 }
 
 // keyStatus is the body of GET /v1/idempotency-keys/{key}.

@@ -610,7 +610,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 				// Once the attempt is settled, the transition goes through.
 				settler := charge
 				if st == store.AttemptUnknown {
-					got, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: base.Add(time.Minute), LeaseUntil: base.Add(time.Minute+leaseFor), Limit: 10})
+					got, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: base.Add(time.Minute), LeaseUntil: base.Add(time.Minute + leaseFor), Limit: 10})
 					if err != nil || len(got) != 1 {
 						t.Fatalf("TakeOverAbandoned = %d records, %v; want the charge's key", len(got), err)
 					}
