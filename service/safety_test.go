@@ -11,6 +11,7 @@ import (
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
@@ -165,6 +166,21 @@ func TestCancelRefundsACaptureAnswered5xx(t *testing.T) {
 		}
 		if n := f.gw.Refunds(o.ID); n != 1 {
 			t.Fatalf("%d refunds, want 1: the order was cancelled with its charge captured", n)
+		}
+
+		// A 5xx that captured nothing: the cancel asks, finds no charge,
+		// and refunds nothing.
+		f.gw.failAfterCapture.Store(false)
+		other := f.order(t)
+		failing := payIn
+		failing.PaymentMethod = simulator.MethodProviderError
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: other.ID, Key: key("P2")}, failing); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("pay answered 5xx: %v, want EUnavailable", err)
+		}
+		res, err = f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: other.ID, Key: key("C2")})
+		if err != nil || res.Order.State != order.Cancelled || f.gw.Captures(other.ID) != 0 || f.gw.Refunds(other.ID) != 0 {
+			t.Fatalf("cancel = %+v, %v with %d captures, %d refunds; want CANCELLED with none", res, err,
+				f.gw.Captures(other.ID), f.gw.Refunds(other.ID))
 		}
 	})
 }

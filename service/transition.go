@@ -212,15 +212,16 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 			return s.completeOK(ctx, rec, lease, o, nil, carry)
 		}
 		next := o.Apply(d.To, now)
-		if ev == order.EventCancel && d.From == order.Received {
+		a := eff.attempt(o, d, now)
+		if a == nil && ev == order.EventCancel && d.From == order.Received {
 			// A charge of this version may have captured even though its
-			// attempt failed (a provider 5xx after capture): ask, and
-			// refund it, before the order is CANCELLED.
-			if err := s.refundCapturedCharge(ctx, o, o.Version, false); err != nil {
+			// attempt failed (a provider 5xx after capture): the cancel
+			// then holds a refund attempt, which no pay can overlap, asks
+			// the provider, and refunds before the order is CANCELLED.
+			if a, err = s.uncertainChargeRefund(ctx, o, now); err != nil {
 				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, err)
 			}
 		}
-		a := eff.attempt(o, d, now)
 		if a == nil {
 			res, err := s.completeOK(ctx, rec, lease, next, &next, carry)
 			switch {
@@ -529,11 +530,27 @@ func (s *Service) refundEffect() effect {
 				CreatedAt: now, UpdatedAt: now}
 		},
 		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
-			// A PAID order at version v was paid by the charge of version v-1.
+			// A PAID order at version v was paid by the charge of version
+			// v-1; a RCVD one may have been charged at its own version by
+			// a charge whose attempt failed after capture (see
+			// uncertainChargeRefund): ask before refunding it.
+			charge := chargeKey(o.ID, o.Version-1)
+			if o.State == order.Received {
+				charge = chargeKey(o.ID, o.Version)
+				ch, err := s.gateway.Lookup(ctx, charge)
+				switch {
+				case errors.Is(err, payment.ErrChargeNotFound), err == nil && ch.Status == payment.ChargeRefunded:
+					return callResult{class: succeeded} // nothing captured is left to refund
+				case payment.IsUnknownOutcome(err):
+					return callResult{class: unknown, err: unknownErr("payment provider")}
+				case err != nil:
+					return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+				}
+			}
 			if s.unresolved(a) {
 				// The refund's key may be forgotten: only the charge can
 				// say whether the refund happened.
-				ch, err := s.gateway.Lookup(ctx, chargeKey(o.ID, o.Version-1))
+				ch, err := s.gateway.Lookup(ctx, charge)
 				switch {
 				case err == nil && ch.Status == payment.ChargeRefunded:
 					return callResult{class: succeeded}
@@ -545,7 +562,7 @@ func (s *Service) refundEffect() effect {
 				return callResult{class: attention, err: needsAttention(a)}
 			}
 			rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: a.ProviderKey,
-				ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount})
+				ChargeKey: charge, Amount: o.Amount})
 			switch {
 			case err == nil:
 				return callResult{class: succeeded, ref: rf.ID}
@@ -568,19 +585,17 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 	if o.PaidAt != nil {
 		return nil // cancelled from PAID: the cancel refunded it
 	}
-	return s.refundCapturedCharge(ctx, o, o.Version-1, true)
+	return s.refundCapturedCharge(ctx, o, o.Version-1)
 }
 
 // refundCapturedCharge makes sure no charge of order o at version stays
 // captured: a charge that succeeded is refunded, and one whose attempt
 // failed, is open or unknown is asked about first — a provider may capture
 // and still answer 5xx — and refunded if it captured. A declined or
-// rejected charge captured nothing. An open attempt (a pay still talking to
-// the provider) is refunded only when orphaned — its order is already
-// CANCELLED, so it can never be paid; otherwise it is EOrderBusy. The
-// refund's provider key is the order's, so it happens once however often
-// this runs.
-func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, version int64, orphaned bool) error {
+// rejected charge captured nothing. It is for an order already CANCELLED,
+// which no pay can move on. The refund's provider key is the order's, so it
+// happens once however often this runs.
+func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, version int64) error {
 	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, version))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -589,8 +604,6 @@ func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, versi
 		return err
 	case a.Status == store.AttemptDeclined || a.Status == store.AttemptRejected:
 		return nil // nothing was captured
-	case a.Status.Open() && !orphaned:
-		return busy(o)
 	case a.Status != store.AttemptSucceeded:
 		ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
 		switch {
@@ -614,6 +627,28 @@ func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, versi
 	default:
 		return s.unavailable("payment provider", err)
 	}
+}
+
+// uncertainChargeRefund returns the refund attempt a cancel of o, in RCVD,
+// must hold when a charge of o's version was attempted and may have
+// captured (its attempt failed: a provider can capture and still answer
+// 5xx), or nil when none was or none captured (declined, rejected). An
+// open charge attempt is returned as such a refund too: recording it then
+// fails with ErrAttemptInFlight (order busy), and a succeeded one (a stale
+// read) with ErrVersionConflict.
+func (s *Service) uncertainChargeRefund(ctx context.Context, o order.Order, now time.Time) (*store.Attempt, error) {
+	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case a.Status == store.AttemptDeclined || a.Status == store.AttemptRejected:
+		return nil, nil
+	}
+	return &store.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
+		Kind: store.AttemptRefund, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+		CreatedAt: now, UpdatedAt: now}, nil
 }
 
 // unresolved reports whether attempt a, not settled, is older than
