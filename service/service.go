@@ -12,8 +12,10 @@
 // business write. A repeat with the same fingerprint replays that outcome
 // with the resource's current state (Result.Replayed); a repeat with another
 // fingerprint is EKeyReused (draft-ietf-httpapi-idempotency-key-header
-// §2.7). Input that fails validation, EUnavailable and EInternal errors are
-// never stored: the request did not happen, so a retry runs it afresh.
+// §2.7). Input that fails validation, a request on an order the tenant does
+// not have (ENotFound: its key is forgotten), EUnavailable and EInternal
+// errors are never stored: the request did not happen, so a retry runs it
+// afresh.
 //
 // # Transitions
 //
@@ -29,7 +31,11 @@
 // # Recovery
 //
 // RecoverAbandoned (the completer) finishes requests whose holder vanished
-// or whose provider outcome is unknown, asking the provider first. SweepKeys
+// or whose provider outcome is unknown, asking the provider first: fairly
+// (longest due first, per-key backoff), several at a time, within a lease.
+// An outcome still unknown past Config.UnresolvedAfter is never retried: it
+// is parked as needs_attention (AttemptsNeedingAttention lists it) and its
+// order does not move. SweepKeys
 // applies the key lifecycle: retention, tombstone, deletion.
 package service
 

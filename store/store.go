@@ -327,7 +327,8 @@ type Executor interface {
 	CompleteKey(ctx context.Context, lease Lease, outcome idempotency.Record) error
 
 	// ReleaseKey ends the lease without an outcome: the key becomes to
-	// (retryable_failure or unknown_outcome). Guarded: ErrLeaseLost.
+	// (retryable_failure, unknown_outcome, or needs_attention, which no
+	// takeover resumes). Guarded: ErrLeaseLost.
 	ReleaseKey(ctx context.Context, lease Lease, to idempotency.State) error
 
 	// CompareAndSetOrder writes next if the order is still at version
