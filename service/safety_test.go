@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
@@ -198,4 +200,56 @@ func TestInProgressRetryAfterIsTheLeaseLeft(t *testing.T) {
 			t.Fatalf("duplicate = %v (retry after %v), want EKeyInProgress after 7s", err, e)
 		}
 	})
+}
+
+// lostWarehouse loses every shipment before it reaches the warehouse.
+type lostWarehouse struct {
+	*simulator.Warehouse
+	ships *atomic.Int64
+}
+
+func (w lostWarehouse) Ship(context.Context, fulfillment.ShipmentRequest) (fulfillment.Shipment, error) {
+	w.ships.Add(1)
+	return fulfillment.Shipment{}, &fulfillment.WarehouseError{Err: fulfillment.ErrUnknownOutcome}
+}
+
+// TestUnresolvedShipmentNeedsAttention: a shipment whose outcome stayed
+// unknown past UnresolvedAfter, which the warehouse does not know of, is
+// never sent again; its order stays PAID and cannot be cancelled meanwhile.
+func TestUnresolvedShipmentNeedsAttention(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t, kind, testenv.Options{})
+			clk, wh, ships := newClock(), simulator.NewWarehouse(), new(atomic.Int64)
+			svc := service.New(env.Store, simulator.NewGateway(), lostWarehouse{wh, ships}, service.Config{
+				LeaseDuration: 10 * time.Second, UnresolvedAfter: time.Hour, Now: clk.Now})
+			ctx := context.Background()
+			res, err := svc.Create(ctx, "t1", idempotency.Key{}, input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := res.Order
+			if _, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("P")}, payIn); err != nil {
+				t.Fatal(err)
+			}
+			ship := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("S")}
+			if _, err := svc.Fulfill(ctx, ship); apperr.ErrorCode(err) != apperr.EUnavailable {
+				t.Fatalf("fulfil with a lost call: %v, want EUnavailable", err)
+			}
+			clk.Advance(2 * time.Hour)
+			calls := ships.Load()
+			if _, err := svc.Fulfill(ctx, ship); apperr.ErrorCode(err) != apperr.ENeedsAttention {
+				t.Fatalf("retry past the unresolved age: %v, want needs_attention", err)
+			}
+			if _, err := svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}); apperr.ErrorCode(err) != apperr.EOrderBusy {
+				t.Fatalf("cancel beside a parked shipment: %v, want order_busy", err)
+			}
+			got, _ := env.Store.GetOrder(ctx, "t1", o.ID)
+			if got.State != order.Paid || wh.Shipments(o.ID) != 0 || ships.Load() != calls {
+				t.Fatalf("order %s, %d shipments, %d shipment calls since; want PAID and none",
+					got.State, wh.Shipments(o.ID), ships.Load()-calls)
+			}
+		})
+	}
 }
