@@ -237,6 +237,21 @@ func TestVolatileFieldsIgnored(t *testing.T) {
 			wantStatus(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, newKey(t), pay), http.StatusOK)
 		})
 
+		t.Run("nested volatile members are accepted and ignored, as at the top level", func(t *testing.T) {
+			customer, key := newCustomer(t), newKey(t)
+			nested := func(trace string) string {
+				return `{"customer_id":"` + customer + `","currency":"USD","items":[{"sku":"sku_book","quantity":2,` +
+					`"unit_price":1250,"trace_id":"` + trace + `"}]}`
+			}
+			first := do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, key, nested("t-1"))
+			wantStatus(t, first, http.StatusCreated)
+			wantReplayOf(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, key, nested("t-2")), http.StatusCreated)
+			bad := strings.Replace(nested("t-3"), `"trace_id"`, `"colour"`, 1)
+			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), bad), http.StatusBadRequest, apperr.EInvalid)
+			dup := strings.Replace(nested("t-4"), `"quantity":2,`, `"quantity":2,"quantity":3,`, 1)
+			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), dup), http.StatusBadRequest, apperr.EInvalid)
+		})
+
 		t.Run("other unknown members are still rejected", func(t *testing.T) {
 			customer := newCustomer(t)
 			b := withVolatile(customer, "1")

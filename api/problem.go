@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
@@ -53,6 +54,7 @@ var problems = map[apperr.Code]problemKind{
 	apperr.EKeyInProgress:       {http.StatusConflict, "Request in progress", 1},
 	apperr.EKeyExpired:          {http.StatusUnprocessableEntity, "Idempotency key expired", 0},
 	apperr.EOrderBusy:           {http.StatusConflict, "Order busy", 1},
+	apperr.ENeedsAttention:      {http.StatusConflict, "Needs attention", 0},
 	apperr.EKeyRequired:         {http.StatusBadRequest, "Idempotency key required", 0},
 	apperr.EUnavailable:         {http.StatusServiceUnavailable, "Service unavailable", 2},
 	apperr.EInternal:            {http.StatusInternalServerError, "Internal error", 0},
@@ -73,6 +75,17 @@ var problems = map[apperr.Code]problemKind{
 // out, which takes longer to recover.
 func retryAfter(seconds int) string {
 	return strconv.Itoa(seconds + rand.IntN(seconds+1))
+}
+
+// maxRetryAfter bounds a Retry-After the server computed (a lease's
+// remaining time), in seconds: a client is never told to stay away longer.
+const maxRetryAfter = 60
+
+// boundedRetryAfter returns d as a Retry-After in whole seconds, rounded
+// up, from 1 to maxRetryAfter.
+func boundedRetryAfter(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return min(max(s, 1), maxRetryAfter)
 }
 
 // statusOf returns the HTTP status for an error code (500 for an unknown
@@ -132,7 +145,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if !ok {
 		k = problems[apperr.EInternal]
 	}
-	if k.retryAfter > 0 {
+	switch {
+	case oe.RetryAfter > 0 && k.retryAfter > 0:
+		w.Header().Set("Retry-After", strconv.Itoa(boundedRetryAfter(oe.RetryAfter)))
+	case k.retryAfter > 0:
 		w.Header().Set("Retry-After", retryAfter(k.retryAfter))
 	}
 	p := Problem{

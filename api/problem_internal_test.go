@@ -67,3 +67,21 @@ func TestRetryAfterIsSpread(t *testing.T) {
 		t.Errorf("retryAfter(2) gave only %v in 200 draws, want a spread", seen)
 	}
 }
+
+// TestRetryAfterFromTheServer: a Retry-After the server computed (the time
+// left on a lease) is sent rounded up and bounded, instead of the table's.
+func TestRetryAfterFromTheServer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		after time.Duration
+		want  string
+	}{{29*time.Second + time.Millisecond, "30"}, {10 * time.Minute, "60"}, {time.Millisecond, "1"}} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/v1/orders/x/pay", nil)
+		err := &apperr.Error{Code: apperr.EKeyInProgress, Message: "busy", RetryAfter: tc.after}
+		writeError(w, r, slog.New(slog.NewTextHandler(io.Discard, nil)), err)
+		if got := w.Header().Get("Retry-After"); got != tc.want {
+			t.Errorf("Retry-After for %s = %q, want %q", tc.after, got, tc.want)
+		}
+	}
+}

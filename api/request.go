@@ -22,9 +22,9 @@ import (
 
 // readBody reads the request body (at most cfg.MaxBodyBytes, else 413) and
 // decodes it strictly into v: application/json only (415), no unknown
-// members, no duplicate members, no trailing data (400). The top-level
-// volatile members the fingerprint ignores (request_id, client_timestamp, …)
-// are accepted and dropped before decoding. An empty body is a 400 when
+// members, no duplicate members, no trailing data (400). The volatile
+// members the fingerprint ignores (request_id, trace_id, …) are accepted
+// and dropped at every depth before decoding, as the fingerprint drops them. An empty body is a 400 when
 // required, and decodes nothing otherwise. It returns the raw body for
 // fingerprinting.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request, v any, required bool) ([]byte, error) {
@@ -52,41 +52,10 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request, v any, require
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return nil, apperr.Errorf(codeUnsupportedMedia, "request bodies must not be content-encoded (got %q)", ce)
 	}
-	if err := json.Unmarshal(s.dropVolatile(body), v, json.RejectUnknownMembers(true)); err != nil {
+	if err := json.Unmarshal(s.cfg.Fingerprinter.StripVolatile(body), v, json.RejectUnknownMembers(true)); err != nil {
 		return nil, apperr.Errorf(apperr.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err))
 	}
 	return body, nil
-}
-
-// dropVolatile returns body without the top-level members that
-// cfg.Fingerprinter treats as volatile, so that clients may send them on
-// every request without strict decoding rejecting them. A body that is not a
-// well-formed JSON object, or that has none of them, is returned as is (and
-// the strict decoder judges it).
-func (s *server) dropVolatile(body []byte) []byte {
-	fields := s.cfg.Fingerprinter.VolatileFields
-	if fields == nil {
-		fields = idempotency.DefaultVolatileFields
-	}
-	var obj map[string]jsontext.Value
-	if len(fields) == 0 || json.Unmarshal(body, &obj) != nil || obj == nil {
-		return body
-	}
-	removed := false
-	for _, f := range fields {
-		if _, ok := obj[f]; ok {
-			delete(obj, f)
-			removed = true
-		}
-	}
-	if !removed {
-		return body
-	}
-	stripped, err := json.Marshal(obj)
-	if err != nil {
-		return body
-	}
-	return stripped
 }
 
 // jsonReason turns a decoding error into a client-facing reason, naming the

@@ -139,6 +139,7 @@ func (s *server) routes() http.Handler {
 		r.Post("/orders/{id}/fulfill", s.fulfillOrder)
 		r.Post("/orders/{id}/cancel", s.cancelOrder)
 		r.Get("/idempotency-keys/{key}", s.getKeyStatus)
+		r.Get("/attempts", s.listAttempts)
 		if cfg.Events != nil {
 			s.mountEvents(r, cfg.Events)
 		}
@@ -205,15 +206,20 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.svc.Ping(ctx); err != nil {
-		writeError(w, r, s.log, &apperr.Error{Code: apperr.EUnavailable, Message: "the store is not reachable"})
+		writeError(w, r, s.log, &apperr.Error{Code: apperr.EUnavailable, Message: "the store cannot be reached or written"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *server) createOrder(w http.ResponseWriter, r *http.Request) {
-	var in order.NewOrderInput
-	body, err := s.readBody(w, r, &in, true)
+	var cb createBody
+	body, err := s.readBody(w, r, &cb, true)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	in, err := cb.input()
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -249,13 +255,7 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 	if !order.ValidFilterText(f.CustomerID) {
 		fe = append(fe, apperr.FieldError{Field: "customer_id", Reason: "must be UTF-8 text without control characters"})
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			fe = append(fe, apperr.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
-		}
-		f.Limit = n
-	}
+	f.Limit, fe = queryLimit(q, 0, fe)
 	if v := q.Get("cursor"); v != "" {
 		id, err := base64.RawURLEncoding.DecodeString(v)
 		if err != nil || !order.ValidID(string(id)) {
@@ -287,7 +287,7 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 type payBody struct {
 	Amount        *int64  `json:"amount"`
 	Currency      *string `json:"currency"`
-	PaymentMethod string  `json:"payment_method"`
+	PaymentMethod *string `json:"payment_method"`
 }
 
 func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
@@ -299,21 +299,23 @@ func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	var fe []apperr.FieldError
 	if pb.Amount == nil {
-		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "is required (minor currency units)"})
+		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "is required and must not be null (minor currency units)"})
 	}
 	if pb.Currency == nil {
-		fe = append(fe, apperr.FieldError{Field: "currency", Reason: "is required"})
+		fe = append(fe, apperr.FieldError{Field: "currency", Reason: "is required and must not be null"})
 	} else if reason := order.CurrencyReason(*pb.Currency); reason != "" {
 		fe = append(fe, apperr.FieldError{Field: "currency", Reason: reason})
 	}
-	if reason := paymentMethodReason(pb.PaymentMethod); reason != "" {
+	if pb.PaymentMethod == nil {
+		fe = append(fe, apperr.FieldError{Field: "payment_method", Reason: "is required and must not be null"})
+	} else if reason := paymentMethodReason(*pb.PaymentMethod); reason != "" {
 		fe = append(fe, apperr.FieldError{Field: "payment_method", Reason: reason})
 	}
 	if len(fe) > 0 {
 		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "the payment has invalid fields", Fields: fe})
 		return
 	}
-	in := service.PayInput{Amount: *pb.Amount, Currency: *pb.Currency, PaymentMethod: pb.PaymentMethod}
+	in := service.PayInput{Amount: *pb.Amount, Currency: *pb.Currency, PaymentMethod: *pb.PaymentMethod}
 	id := chi.URLParam(r, "id")
 	key, err := s.idempotencyKey(r, "/v1/orders/{id}/pay", map[string]string{"id": id}, body)
 	if err != nil {
@@ -395,6 +397,62 @@ func (s *server) getKeyStatus(w http.ResponseWriter, r *http.Request) {
 		Key: key, State: string(info.State), ExpiresAt: info.ExpiresAt,
 		ResourceID: info.ResourceID, StatusCode: outcomeStatus(info),
 	})
+}
+
+// attemptView is one provider attempt as GET /v1/attempts lists it. Amount
+// is in minor units of Currency.
+type attemptView struct {
+	ProviderKey string    `json:"provider_key"`
+	OrderID     string    `json:"order_id"`
+	Kind        string    `json:"kind"`
+	Status      string    `json:"status"`
+	Amount      int64     `json:"amount"`
+	Currency    string    `json:"currency"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// listAttempts answers GET /v1/attempts?status=needs_attention&limit=N: the
+// tenant's provider attempts parked for a person, oldest first (limit
+// 1–100, default 100). needs_attention is the only status listed.
+func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var fe []apperr.FieldError
+	if st := q.Get("status"); st != "" && st != "needs_attention" {
+		fe = append(fe, apperr.FieldError{Field: "status", Reason: "must be needs_attention"})
+	}
+	limit, fe := queryLimit(q, 100, fe)
+	if len(fe) > 0 {
+		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "invalid query parameters", Fields: fe})
+		return
+	}
+	as, err := s.svc.AttemptsNeedingAttention(r.Context(), tenantOf(r.Context()), limit)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := struct {
+		Data []attemptView `json:"data"`
+	}{Data: []attemptView{}}
+	for _, a := range as {
+		out.Data = append(out.Data, attemptView{ProviderKey: a.ProviderKey, OrderID: a.OrderID, Kind: string(a.Kind),
+			Status: string(a.Status), Amount: a.Amount, Currency: a.Currency, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// queryLimit returns the "limit" query parameter (1–100), def when absent,
+// and fe with a field error added when it is not such an integer.
+func queryLimit(q url.Values, def int, fe []apperr.FieldError) (int, []apperr.FieldError) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, fe
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		fe = append(fe, apperr.FieldError{Field: "limit", Reason: "must be an integer from 1 to 100"})
+	}
+	return n, fe
 }
 
 // keyStatus is the body of GET /v1/idempotency-keys/{key}.

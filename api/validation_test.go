@@ -50,6 +50,24 @@ func TestBadInputNeverMutates(t *testing.T) {
 			fields: []string{"items"}},
 		{name: "an empty sku", body: strings.Replace(valid, `"sku_book"`, `""`, 1), status: http.StatusBadRequest, code: apperr.EInvalid,
 			fields: []string{"items[0].sku"}},
+		{name: "no unit price (never defaulted to 0)", body: strings.Replace(valid, `,"unit_price":1250`, ``, 1), status: http.StatusBadRequest,
+			code: apperr.EInvalid, fields: []string{"items[0].unit_price"}},
+		{name: "a null unit price", body: strings.Replace(valid, `"unit_price":1250`, `"unit_price":null`, 1), status: http.StatusBadRequest,
+			code: apperr.EInvalid, fields: []string{"items[0].unit_price"}},
+		{name: "a null quantity", body: strings.Replace(valid, `"quantity":2`, `"quantity":null`, 1), status: http.StatusBadRequest,
+			code: apperr.EInvalid, fields: []string{"items[0].quantity"}},
+		{name: "no quantity", body: strings.Replace(valid, `"quantity":2,`, ``, 1), status: http.StatusBadRequest,
+			code: apperr.EInvalid, fields: []string{"items[0].quantity"}},
+		{name: "a null sku", body: strings.Replace(valid, `"sku_book"`, `null`, 1), status: http.StatusBadRequest,
+			code: apperr.EInvalid, fields: []string{"items[0].sku"}},
+		{name: "a null item", body: `{"customer_id":"cus_1","currency":"USD","items":[null]}`, status: http.StatusBadRequest,
+			code: apperr.EInvalid, fields: []string{"items[0].sku", "items[0].quantity", "items[0].unit_price"}},
+		{name: "null items", body: `{"customer_id":"cus_1","currency":"USD","items":null}`, status: http.StatusBadRequest,
+			code: apperr.EInvalid, fields: []string{"items"}},
+		{name: "a null currency and customer", body: `{"customer_id":null,"currency":null,"items":[{"sku":"a","quantity":1,"unit_price":1}]}`,
+			status: http.StatusBadRequest, code: apperr.EInvalid, fields: []string{"customer_id", "currency"}},
+		{name: "a withdrawn currency (HRK)", body: strings.Replace(valid, `"USD"`, `"HRK"`, 1), status: http.StatusBadRequest, code: apperr.EInvalid,
+			fields: []string{"currency"}},
 		{name: "an amount that overflows int64", status: http.StatusBadRequest, code: apperr.EInvalid, fields: []string{"amount"},
 			body: `{"customer_id":"cus_1","currency":"USD","items":[` +
 				`{"sku":"a","quantity":1000000,"unit_price":5000000000000},` +
@@ -88,6 +106,11 @@ func TestBadInputNeverMutates(t *testing.T) {
 			}{
 				{"an unknown member", `{"amount":2500,"currency":"USD","payment_method":"pm_card_visa","tip":1}`, nil},
 				{"no payment method", map[string]any{"amount": o.Amount, "currency": o.Currency}, []string{"payment_method"}},
+				{"a null amount", map[string]any{"amount": nil, "currency": o.Currency, "payment_method": "pm_card_visa"}, []string{"amount"}},
+				{"no amount", map[string]any{"currency": o.Currency, "payment_method": "pm_card_visa"}, []string{"amount"}},
+				{"a null currency", map[string]any{"amount": o.Amount, "currency": nil, "payment_method": "pm_card_visa"}, []string{"currency"}},
+				{"a null payment method", map[string]any{"amount": o.Amount, "currency": o.Currency, "payment_method": nil}, []string{"payment_method"}},
+
 				{"no body", nil, nil},
 			} {
 				key, calls := newKey(t), env.Gateway.Calls()

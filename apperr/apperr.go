@@ -3,6 +3,7 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable kind of application error. The api
@@ -48,6 +49,11 @@ const (
 	// EUnavailable: a dependency (store, provider) failed in a retryable way;
 	// nothing final was recorded (503 with Retry-After).
 	EUnavailable Code = "unavailable"
+	// ENeedsAttention: a provider call's outcome stayed unknown past the age
+	// a provider keeps its idempotency keys; nothing is retried for it (that
+	// could move money twice) until a person settles it (409, no
+	// Retry-After).
+	ENeedsAttention Code = "needs_attention"
 	// EInternal: an unexpected failure (500). Never stored as final.
 	EInternal Code = "internal"
 )
@@ -65,6 +71,11 @@ type Error struct {
 	Code    Code
 	Message string
 	Fields  []FieldError
+	// RetryAfter, when positive, is how long the client should wait before
+	// it retries, when the server knows (such as the time left on the lease
+	// of the request holding the key); the api bounds it and sends it as
+	// Retry-After (RFC 9110 §10.2.3) in place of its table's default.
+	RetryAfter time.Duration
 }
 
 // Error implements error.

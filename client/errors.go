@@ -24,6 +24,7 @@ const (
 	CodeInvalidTransition   = "invalid_transition"
 	CodeKeyInProgress       = "idempotency_key_in_progress"
 	CodeOrderBusy           = "order_busy"
+	CodeNeedsAttention      = "needs_attention"
 	CodePayloadTooLarge     = "payload_too_large"
 	CodeUnsupportedMedia    = "unsupported_media_type"
 	CodeMismatch            = "mismatch"

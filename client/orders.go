@@ -58,6 +58,9 @@ const (
 	KeyUnknownOutcome KeyState = "unknown_outcome"
 	// KeyExpired: the key is past retention; a retry needs a new key.
 	KeyExpired KeyState = "expired"
+	// KeyNeedsAttention: the provider's answer stayed unknown past its key
+	// retention; the server will not retry it, and support must settle it.
+	KeyNeedsAttention KeyState = "needs_attention"
 )
 
 // KeyStatus is what the server knows about an idempotency key.

@@ -182,6 +182,32 @@ func (f Fingerprinter) canonicalBody(body []byte) ([]byte, error) {
 	return canonical, nil
 }
 
+// StripVolatile returns body without the volatile members f's fingerprint
+// ignores, removed at every depth exactly as Fingerprint removes them, so a
+// strict decoder and the fingerprint agree on what a request is. A body that
+// is not valid RFC 8785 input (malformed, duplicate members) or that has
+// no volatile member is returned unchanged, for the decoder to judge.
+func (f Fingerprinter) StripVolatile(body []byte) []byte {
+	volatile := f.volatileSet()
+	if len(volatile) == 0 {
+		return body
+	}
+	if _, err := jcs.Transform(bytes.Trim(body, jsonWhitespace)); err != nil {
+		return body
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || !stripMembers(v, volatile) {
+		return body
+	}
+	stripped, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return stripped
+}
+
 // stripMembers deletes the members named in names from every object in v, at
 // every depth, and reports whether it deleted any.
 func stripMembers(v any, names map[string]struct{}) bool {

@@ -68,6 +68,11 @@ const (
 	// StateExpired: a tombstone past the retention window; the outcome is
 	// gone and a retry gets an "expired" error.
 	StateExpired State = "expired"
+	// StateNeedsAttention: a provider call's outcome stayed unknown past
+	// the age a provider keeps its idempotency keys; nothing retries it (a
+	// retry could move money twice) until a person settles it. Retries of
+	// the key get a 409 "needs_attention" problem.
+	StateNeedsAttention State = "needs_attention"
 )
 
 // RecoveryPoint records how far a leased request got, so whoever takes the

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"golang.org/x/text/currency"
 
 	"github.com/orderly/orderly/apperr"
 )
@@ -148,20 +147,6 @@ func textReason(v string, max int) string {
 		return "must be valid UTF-8"
 	case strings.IndexFunc(v, unicode.IsControl) >= 0:
 		return "must not contain control characters"
-	}
-	return ""
-}
-
-// CurrencyReason says what is wrong with an ISO 4217 currency code, or ""
-// if nothing. Codes are upper case; the X-codes for funds, metals and
-// testing (XAU, XTS, XXX, …) are not currencies an order can be in.
-func CurrencyReason(c string) string {
-	if c == "" {
-		return "is required"
-	}
-	u, err := currency.ParseISO(c)
-	if err != nil || u.String() != c || strings.HasPrefix(c, "X") {
-		return "must be an ISO 4217 currency code in upper case, such as USD"
 	}
 	return ""
 }

@@ -12,8 +12,10 @@
 // business write. A repeat with the same fingerprint replays that outcome
 // with the resource's current state (Result.Replayed); a repeat with another
 // fingerprint is EKeyReused (draft-ietf-httpapi-idempotency-key-header
-// §2.7). Input that fails validation, EUnavailable and EInternal errors are
-// never stored: the request did not happen, so a retry runs it afresh.
+// §2.7). Input that fails validation, a request on an order the tenant does
+// not have (ENotFound: its key is forgotten), EUnavailable and EInternal
+// errors are never stored: the request did not happen, so a retry runs it
+// afresh.
 //
 // # Transitions
 //
@@ -29,7 +31,11 @@
 // # Recovery
 //
 // RecoverAbandoned (the completer) finishes requests whose holder vanished
-// or whose provider outcome is unknown, asking the provider first. SweepKeys
+// or whose provider outcome is unknown, asking the provider first: fairly
+// (longest due first, per-key backoff), several at a time, within a lease.
+// An outcome still unknown past Config.UnresolvedAfter is never retried: it
+// is parked as needs_attention (AttemptsNeedingAttention lists it) and its
+// order does not move. SweepKeys
 // applies the key lifecycle: retention, tombstone, deletion.
 package service
 
@@ -53,6 +59,12 @@ const (
 	DefaultLeaseDuration = 30 * time.Second
 	DefaultMaxWait       = 10 * time.Second
 	DefaultTombstoneTTL  = 30 * 24 * time.Hour
+	// DefaultUnresolvedAfter is half of the 24 h for which Stripe keeps an
+	// idempotency key: well inside any provider's retention.
+	DefaultUnresolvedAfter     = 12 * time.Hour
+	DefaultCompleterParallel   = 4
+	DefaultCompleterBackoff    = 5 * time.Second
+	DefaultCompleterMaxBackoff = 10 * time.Minute
 )
 
 // maxDecisions bounds how often a transition re-reads and decides again after
@@ -78,6 +90,22 @@ type Config struct {
 	// TombstoneTTL is how long an expired client key's tombstone is kept
 	// (default 30 days).
 	TombstoneTTL time.Duration
+	// UnresolvedAfter is the age (from the first call under its provider
+	// key) past which a provider attempt whose outcome is still unknown is
+	// never called again: the provider may have forgotten the key, so a
+	// lookup that finds nothing proves nothing and a new call could charge,
+	// ship or refund twice. The attempt is parked as needs_attention, its
+	// key too, its order does not move, and an error-level log line says
+	// so (default DefaultUnresolvedAfter, 12h). It must be shorter than the
+	// providers' key retention.
+	UnresolvedAfter time.Duration
+	// CompleterParallel is how many abandoned keys one completer pass
+	// drives at once (default 4).
+	CompleterParallel int
+	// CompleterBackoff and CompleterMaxBackoff space the completer's
+	// questions about one unknown outcome: the n-th takeover defers the next
+	// by min(CompleterBackoff·2^n, CompleterMaxBackoff) (defaults 5s, 10m).
+	CompleterBackoff, CompleterMaxBackoff time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives warnings (default slog.Default()).
@@ -119,6 +147,18 @@ func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Confi
 	}
 	if cfg.TombstoneTTL <= 0 {
 		cfg.TombstoneTTL = DefaultTombstoneTTL
+	}
+	if cfg.UnresolvedAfter <= 0 {
+		cfg.UnresolvedAfter = DefaultUnresolvedAfter
+	}
+	if cfg.CompleterParallel <= 0 {
+		cfg.CompleterParallel = DefaultCompleterParallel
+	}
+	if cfg.CompleterBackoff <= 0 {
+		cfg.CompleterBackoff = DefaultCompleterBackoff
+	}
+	if cfg.CompleterMaxBackoff < cfg.CompleterBackoff {
+		cfg.CompleterMaxBackoff = max(DefaultCompleterMaxBackoff, cfg.CompleterBackoff)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -251,9 +291,19 @@ func (s *Service) held(ctx context.Context, key idempotency.Key, h store.Holder,
 		return keyed, apperr.Errorf(apperr.EKeyExpired,
 			"this Idempotency-Key expired at %s; retry with a new key", h.ExpiresAt.Format(time.RFC3339))
 	}
+	if h.State == idempotency.StateNeedsAttention {
+		return keyed, apperr.Errorf(apperr.ENeedsAttention, "the provider's answer to this request stayed unknown past the "+
+			"provider's key retention; it will not be retried and the order will not move until support settles it")
+	}
 	if h.State != idempotency.StateCompleted {
-		return keyed, apperr.Errorf(apperr.EKeyInProgress,
+		e := apperr.Errorf(apperr.EKeyInProgress,
 			"a request with this Idempotency-Key is still being processed; retry later with the same key")
+		if h.State == idempotency.StateInProgress {
+			// The holder finishes, or its lease lapses and a retry may
+			// take over, by then (the api bounds it).
+			e.RetryAfter = h.LockedUntil.Sub(now)
+		}
+		return keyed, e
 	}
 	return s.replay(ctx, h)
 }

@@ -41,6 +41,21 @@ type gateway struct {
 	hold     chan struct{} // non-nil: the next Charge waits for it to close
 	entered  chan struct{} // closed when a held Charge has started
 	dropNext atomic.Bool
+	// lostBeforeProvider: every Charge times out before reaching the
+	// provider (an unknown outcome that nothing captured).
+	lostBeforeProvider atomic.Bool
+	// failAfterCapture: every Charge captures and then answers a
+	// retryable 5xx.
+	failAfterCapture atomic.Bool
+	// lookupDown: every Lookup fails (the outcome cannot be learned).
+	lookupDown atomic.Bool
+}
+
+func (g *gateway) Lookup(ctx context.Context, key string) (payment.Charge, error) {
+	if g.lookupDown.Load() {
+		return payment.Charge{}, &payment.ProviderError{Retryable: true, Err: errors.New("lookup unavailable")}
+	}
+	return g.Gateway.Lookup(ctx, key)
 }
 
 func (g *gateway) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
@@ -49,7 +64,13 @@ func (g *gateway) Charge(ctx context.Context, req payment.ChargeRequest) (paymen
 		close(g.entered)
 		<-h
 	}
+	if g.lostBeforeProvider.Load() {
+		return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	}
 	ch, err := g.Gateway.Charge(ctx, req)
+	if err == nil && g.failAfterCapture.Load() {
+		return payment.Charge{}, &payment.ProviderError{Retryable: true, Err: errors.New("502 after capture")}
+	}
 	if g.dropNext.CompareAndSwap(true, false) {
 		// The provider decided (captured or declined); the answer is lost.
 		return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
@@ -68,13 +89,24 @@ type fixture struct {
 // clock, a 10s lease, 1h key retention and a 2h tombstone window.
 func newFixture(t *testing.T, kind string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, kind, nil)
+}
+
+// newFixtureWith is newFixture with the service's configuration changed by
+// configure (if non-nil).
+func newFixtureWith(t *testing.T, kind string, configure func(*service.Config)) *fixture {
+	t.Helper()
 	env := testenv.New(t, kind, testenv.Options{})
 	f := &fixture{st: env.Store, gw: &gateway{Gateway: simulator.NewGateway()}, clk: newClock()}
-	f.svc = service.New(f.st, f.gw, simulator.NewWarehouse(), service.Config{
+	cfg := service.Config{
 		KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
 		LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second,
 		Now: f.clk.Now,
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	f.svc = service.New(f.st, f.gw, simulator.NewWarehouse(), cfg)
 	return f
 }
 

@@ -77,6 +77,7 @@ const (
 	retryable                  // nothing happened at the provider
 	unknown                    // sent, no answer: ask before acting again
 	contended                  // the provider key is in use with other details
+	attention                  // unknown past the provider's key retention: park it
 )
 
 type callResult struct {
@@ -170,7 +171,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		var prior *store.Attempt // the attempt the key pointed at when taken
 		if i == 0 && first != nil {
 			if first.Order == nil {
-				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, notFound(store.ErrNotFound, rec.ResourceID))
+				return s.forget(ctx, rec, lease)
 			}
 			o, prior = *first.Order, first.Attempt
 		} else {
@@ -213,6 +214,15 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		}
 		next := o.Apply(d.To, now)
 		a := eff.attempt(o, d, now)
+		if a == nil && ev == order.EventCancel && d.From == order.Received {
+			// A charge of this version may have captured even though its
+			// attempt failed (a provider 5xx after capture): the cancel
+			// then holds a refund attempt, which no pay can overlap, asks
+			// the provider, and refunds before the order is CANCELLED.
+			if a, err = s.uncertainChargeRefund(ctx, o, now); err != nil {
+				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, err)
+			}
+		}
 		if a == nil {
 			res, err := s.completeOK(ctx, rec, lease, next, &next, carry)
 			switch {
@@ -280,6 +290,13 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		case unknown:
 			upd.Status = store.AttemptUnknown
 			return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, r.err)
+		case attention:
+			upd.Status = store.AttemptNeedsAttention
+			s.cfg.Logger.Error("provider attempt needs attention: its outcome stayed unknown past the provider's key retention; "+
+				"it will not be retried and its order will not move until it is settled by hand",
+				"order_id", stored.OrderID, "provider_key", stored.ProviderKey, "kind", string(stored.Kind),
+				"attempt_created_at", stored.CreatedAt, "unresolved_after", s.cfg.UnresolvedAfter)
+			return s.release(ctx, rec, lease, idempotency.StateNeedsAttention, upd, r.err)
 		case contended:
 			// The provider holds a call under this provider key with other
 			// details: it may have taken effect. Until someone asks, the
@@ -312,6 +329,8 @@ func (s *Service) settled(a store.Attempt) callResult {
 		return callResult{class: succeeded, ref: a.ProviderRef}
 	case store.AttemptDeclined:
 		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: %s", a.ErrorCode)}
+	case store.AttemptNeedsAttention:
+		return callResult{class: attention, err: needsAttention(a)}
 	case store.AttemptRejected:
 		if a.Kind == store.AttemptRefund {
 			return callResult{class: rejected, err: refundRejected()}
@@ -419,11 +438,14 @@ func (s *Service) payEffect(method string, amount *int64, currency string) effec
 				PaymentMethod: method, CreatedAt: now, UpdatedAt: now}
 		},
 		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
-			if a.Status == store.AttemptUnknown {
+			if a.Status == store.AttemptUnknown || s.unresolved(a) {
 				// Never charge blindly again: ask first.
 				ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
 				if !errors.Is(err, payment.ErrChargeNotFound) {
 					return s.classifyCharge(ch, err)
+				}
+				if s.unresolved(a) {
+					return callResult{class: attention, err: needsAttention(a)}
 				}
 			}
 			ch, err := s.gateway.Charge(ctx, payment.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: a.OrderID,
@@ -464,10 +486,13 @@ func (s *Service) shipEffect() effect {
 				CreatedAt: now, UpdatedAt: now}
 		},
 		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
-			if a.Status == store.AttemptUnknown {
+			if a.Status == store.AttemptUnknown || s.unresolved(a) {
 				sh, err := s.warehouse.Lookup(ctx, a.ProviderKey)
 				if !errors.Is(err, fulfillment.ErrShipmentNotFound) {
 					return s.classifyShipment(sh, err)
+				}
+				if s.unresolved(a) {
+					return callResult{class: attention, err: needsAttention(a)}
 				}
 			}
 			sh, err := s.warehouse.Ship(ctx, fulfillment.ShipmentRequest{IdempotencyKey: a.ProviderKey, OrderID: o.ID, Items: o.Items})
@@ -510,9 +535,39 @@ func (s *Service) refundEffect() effect {
 				CreatedAt: now, UpdatedAt: now}
 		},
 		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
-			// A PAID order at version v was paid by the charge of version v-1.
+			// A PAID order at version v was paid by the charge of version
+			// v-1; a RCVD one may have been charged at its own version by
+			// a charge whose attempt failed after capture (see
+			// uncertainChargeRefund): ask before refunding it.
+			charge := chargeKey(o.ID, o.Version-1)
+			if o.State == order.Received {
+				charge = chargeKey(o.ID, o.Version)
+				ch, err := s.gateway.Lookup(ctx, charge)
+				switch {
+				case errors.Is(err, payment.ErrChargeNotFound), err == nil && ch.Status == payment.ChargeRefunded:
+					return callResult{class: succeeded} // nothing captured is left to refund
+				case payment.IsUnknownOutcome(err):
+					return callResult{class: unknown, err: unknownErr("payment provider")}
+				case err != nil:
+					return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+				}
+			}
+			if s.unresolved(a) {
+				// The refund's key may be forgotten: only the charge can
+				// say whether the refund happened.
+				ch, err := s.gateway.Lookup(ctx, charge)
+				switch {
+				case err == nil && ch.Status == payment.ChargeRefunded:
+					return callResult{class: succeeded}
+				case errors.Is(err, payment.ErrChargeNotFound):
+					return callResult{class: rejected, err: refundRejected()}
+				case err != nil:
+					return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+				}
+				return callResult{class: attention, err: needsAttention(a)}
+			}
 			rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: a.ProviderKey,
-				ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount})
+				ChargeKey: charge, Amount: o.Amount})
 			switch {
 			case err == nil:
 				return callResult{class: succeeded, ref: rf.ID}
@@ -535,25 +590,96 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 	if o.PaidAt != nil {
 		return nil // cancelled from PAID: the cancel refunded it
 	}
-	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version-1))
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (a.Status == store.AttemptFailed || a.Status == store.AttemptDeclined)) {
-		return nil // no charge was ever attempted, or none was captured
-	}
-	if err != nil {
+	return s.refundCapturedCharge(ctx, o, o.Version-1)
+}
+
+// refundCapturedCharge makes sure no charge of order o at version stays
+// captured: a charge that succeeded is refunded, and one whose attempt
+// failed, is open or unknown is asked about first — a provider may capture
+// and still answer 5xx — and refunded if it captured. A declined or
+// rejected charge captured nothing. It is for an order already CANCELLED,
+// which no pay can move on. The refund's provider key is the order's, so it
+// happens once however often this runs.
+func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, version int64) error {
+	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, version))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil // no charge was ever attempted
+	case err != nil:
 		return err
+	case a.Status == store.AttemptDeclined || a.Status == store.AttemptRejected:
+		return nil // nothing was captured
+	case a.Status != store.AttemptSucceeded:
+		ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
+		switch {
+		case errors.Is(err, payment.ErrChargeNotFound):
+			return nil // the provider never captured it
+		case err != nil:
+			return s.unavailable("payment provider", err)
+		case ch.Status == payment.ChargeRefunded:
+			return nil
+		}
 	}
 	_, err = s.gateway.Refund(ctx, payment.RefundRequest{
-		IdempotencyKey: refundKey(o.ID), ChargeKey: chargeKey(o.ID, o.Version-1), Amount: o.Amount,
+		IdempotencyKey: refundKey(o.ID), ChargeKey: a.ProviderKey, Amount: a.Amount,
 	})
 	switch {
 	case err == nil:
-		s.cfg.Logger.Debug("refund of a charge for a cancelled order ensured", "order_id", o.ID)
+		s.cfg.Logger.Info("refunded a charge of an order being cancelled", "order_id", o.ID, "provider_key", a.ProviderKey)
 		return nil
 	case errors.Is(err, payment.ErrChargeNotFound):
 		return nil
 	default:
 		return s.unavailable("payment provider", err)
 	}
+}
+
+// uncertainChargeRefund returns the refund attempt a cancel of o, in RCVD,
+// must hold when a charge of o's version was attempted and may have
+// captured (its attempt failed: a provider can capture and still answer
+// 5xx), or nil when none was or none captured (declined, rejected). An
+// open charge attempt is returned as such a refund too: recording it then
+// fails with ErrAttemptInFlight (order busy), and a succeeded one (a stale
+// read) with ErrVersionConflict.
+func (s *Service) uncertainChargeRefund(ctx context.Context, o order.Order, now time.Time) (*store.Attempt, error) {
+	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case a.Status == store.AttemptDeclined || a.Status == store.AttemptRejected:
+		return nil, nil
+	}
+	return &store.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
+		Kind: store.AttemptRefund, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+		CreatedAt: now, UpdatedAt: now}, nil
+}
+
+// unresolved reports whether attempt a, not settled, is older than
+// Config.UnresolvedAfter: the provider may have forgotten its key, so a
+// lookup that finds nothing proves nothing and it must not be called
+// again.
+func (s *Service) unresolved(a store.Attempt) bool {
+	return a.Status.Open() && s.cfg.Now().Sub(a.CreatedAt) > s.cfg.UnresolvedAfter
+}
+
+// needsAttention is the error of a request whose attempt is parked.
+func needsAttention(a store.Attempt) *apperr.Error {
+	return apperr.Errorf(apperr.ENeedsAttention, "the provider's answer to the %s of order %s stayed unknown past the "+
+		"provider's key retention; it will not be retried and the order will not move until support settles it", a.Kind, a.OrderID)
+}
+
+// forget answers a request whose order does not exist for the tenant: it
+// did not happen, so its key is deleted (a corrected request may use it)
+// and the answer is a 404.
+func (s *Service) forget(ctx context.Context, rec idempotency.Record, lease store.Lease) (Result, error) {
+	cause := notFound(store.ErrNotFound, rec.ResourceID)
+	if err := s.store.ForgetKey(ctx, lease); err != nil {
+		s.cfg.Logger.Warn("could not forget the idempotency key of a request on a missing order", "err", err)
+		return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, cause)
+	}
+	return Result{}, cause
 }
 
 // chargeKey is the provider-side idempotency key of paying order id at

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/orderly/orderly/apperr"
@@ -18,39 +19,83 @@ import (
 // released as a retryable failure; one with a recorded attempt asks the
 // provider what happened and rolls forward. It returns how many keys it
 // took over. Several instances may run it at once: each key goes to one.
+//
+// The pass is fair and bounded: the store hands out the longest-due keys
+// first across both kinds, each unknown outcome backs off per key
+// (Config.CompleterBackoff), and keys are taken Config.CompleterParallel at
+// a time, only when a worker is free to drive them, and only within one
+// lease duration from the start of the pass, so no key waits in the pass
+// while its lease runs out (each drive is itself bounded by the lease).
 func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (int, error) {
-	now := s.cfg.Now()
-	recs, err := s.store.TakeOverAbandoned(ctx, now, now.Add(s.cfg.LeaseDuration), limit)
-	if err != nil {
-		return 0, err
-	}
-	for _, rec := range recs {
-		lease := store.LeaseOf(rec)
-		if rec.RecoveryPoint != idempotency.RecoveryAttemptRecorded || rec.AttemptKey == "" {
-			if err := s.store.ReleaseKey(ctx, lease, idempotency.StateRetryableFailure); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-				return len(recs), err
-			}
-			continue
-		}
-		a, err := s.store.GetAttempt(ctx, rec.AttemptKey)
+	start := time.Now()
+	taken := 0
+	var firstErr error
+	for taken < limit && time.Since(start) < s.cfg.LeaseDuration && ctx.Err() == nil {
+		now := s.cfg.Now()
+		recs, err := s.store.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: now.Add(s.cfg.LeaseDuration),
+			Limit: min(s.cfg.CompleterParallel, limit-taken), Backoff: s.cfg.CompleterBackoff, MaxBackoff: s.cfg.CompleterMaxBackoff})
 		if err != nil {
-			return len(recs), err
+			return taken, err
 		}
-		var ev order.Event
-		var eff effect
-		switch a.Kind {
-		case store.AttemptCharge:
-			ev, eff = order.EventPay, s.payEffect(a.PaymentMethod, nil, "")
-		case store.AttemptShipment:
-			ev, eff = order.EventFulfill, s.shipEffect()
-		case store.AttemptRefund:
-			ev, eff = order.EventCancel, s.refundEffect()
+		if len(recs) == 0 {
+			break
 		}
-		_, err = s.drive(ctx, rec, ev, nil, eff, nil)
-		s.cfg.Logger.Info("completer finished an abandoned request", "order_id", rec.ResourceID,
-			"event", string(ev), "outcome", outcomeOf(err))
+		taken += len(recs)
+		errs := make([]error, len(recs))
+		var wg sync.WaitGroup
+		for i, rec := range recs {
+			wg.Go(func() { errs[i] = s.recoverKey(ctx, rec) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil && firstErr == nil {
+			firstErr = err
+		}
 	}
-	return len(recs), nil
+	return taken, firstErr
+}
+
+// recoverKey drives one key the completer took over. It returns an error only
+// when the store failed; the outcome of the drive itself is logged.
+func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record) error {
+	lease := store.LeaseOf(rec)
+	if rec.RecoveryPoint != idempotency.RecoveryAttemptRecorded || rec.AttemptKey == "" {
+		if err := s.store.ReleaseKey(ctx, lease, idempotency.StateRetryableFailure); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			return err
+		}
+		return nil
+	}
+	a, err := s.store.GetAttempt(ctx, rec.AttemptKey)
+	if err != nil {
+		return err
+	}
+	var ev order.Event
+	var eff effect
+	switch a.Kind {
+	case store.AttemptCharge:
+		ev, eff = order.EventPay, s.payEffect(a.PaymentMethod, nil, "")
+	case store.AttemptShipment:
+		ev, eff = order.EventFulfill, s.shipEffect()
+	case store.AttemptRefund:
+		ev, eff = order.EventCancel, s.refundEffect()
+	}
+	_, err = s.drive(ctx, rec, ev, nil, eff, nil)
+	s.cfg.Logger.Info("completer finished an abandoned request", "order_id", rec.ResourceID,
+		"event", string(ev), "outcome", outcomeOf(err))
+	return nil
+}
+
+// CompleterBacklog returns the completer's queue now: expired leases and
+// unknown outcomes due, unknown outcomes backing off, attempts needing
+// attention, and when the oldest due key became due. It is one read, cheap
+// enough for a metrics scrape.
+func (s *Service) CompleterBacklog(ctx context.Context) (store.Backlog, error) {
+	return s.store.AbandonedBacklog(ctx, s.cfg.Now())
+}
+
+// AttemptsNeedingAttention returns at most limit (1–100) of the tenant's
+// provider attempts parked as needs_attention, oldest first.
+func (s *Service) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]store.Attempt, error) {
+	return s.store.AttemptsNeedingAttention(ctx, tenantID, min(max(limit, 1), 100))
 }
 
 func outcomeOf(err error) string {
@@ -78,6 +123,7 @@ const (
 	KeyRetryableFailure KeyState = "retryable_failure"
 	KeyUnknownOutcome   KeyState = "unknown_outcome"
 	KeyExpired          KeyState = "expired"
+	KeyNeedsAttention   KeyState = "needs_attention"
 )
 
 // KeyInfo describes a tenant's idempotency key: its state, when its

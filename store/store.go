@@ -136,7 +136,52 @@ const (
 	AttemptFailed AttemptStatus = "failed"
 	// AttemptUnknown: the call was sent and no answer came back.
 	AttemptUnknown AttemptStatus = "unknown"
+	// AttemptNeedsAttention: the outcome stayed unknown past the age a
+	// provider keeps its idempotency keys, so neither asking nor calling
+	// again can be trusted. It stays open — no other provider call on its
+	// order runs — until a person settles it.
+	AttemptNeedsAttention AttemptStatus = "needs_attention"
 )
+
+// Open reports whether an attempt with status s may still take effect or is
+// waiting for a person: pending, unknown or needs_attention. Another
+// provider call on the same order must not overlap it.
+func (s AttemptStatus) Open() bool {
+	return s == AttemptPending || s == AttemptUnknown || s == AttemptNeedsAttention
+}
+
+// TakeOver says which abandoned keys TakeOverAbandoned takes and how it
+// leases them.
+type TakeOver struct {
+	// Now is the instant that decides which leases have expired and which
+	// deferred keys are due.
+	Now time.Time
+	// LeaseUntil is the new lease of every key taken over.
+	LeaseUntil time.Time
+	// Limit bounds how many keys one call takes.
+	Limit int
+	// Backoff is the per-key backoff of unknown outcomes: the n-th takeover
+	// (n from 0) of an unknown outcome defers the key's next one to
+	// Now + min(Backoff·2^n, MaxBackoff). Zero takes it again at once.
+	Backoff, MaxBackoff time.Duration
+}
+
+// Backlog is the completer's queue at an instant: how many keys wait for it
+// and how old the oldest is. A store's Backlog counts what TakeOverAbandoned
+// would take (Due) and what it will take later (Deferred), plus the
+// attempts parked for a person (NeedsAttention).
+type Backlog struct {
+	// ExpiredLeases: keys in progress whose lease expired (a crash).
+	ExpiredLeases int
+	// UnknownDue: unknown outcomes due for another question.
+	UnknownDue int
+	// UnknownDeferred: unknown outcomes backing off (not yet due).
+	UnknownDeferred int
+	// NeedsAttention: provider attempts parked for a person.
+	NeedsAttention int
+	// OldestDue is when the oldest due key became due (zero if none).
+	OldestDue time.Time
+}
 
 // Attempt is one logical provider call, identified by the idempotency key
 // sent to the provider (ProviderKey): a charge of one order version, a
@@ -283,7 +328,8 @@ type Executor interface {
 	CompleteKey(ctx context.Context, lease Lease, outcome idempotency.Record) error
 
 	// ReleaseKey ends the lease without an outcome: the key becomes to
-	// (retryable_failure or unknown_outcome). Guarded: ErrLeaseLost.
+	// (retryable_failure, unknown_outcome, or needs_attention, which no
+	// takeover resumes). Guarded: ErrLeaseLost.
 	ReleaseKey(ctx context.Context, lease Lease, to idempotency.State) error
 
 	// CompareAndSetOrder writes next if the order is still at version
@@ -297,12 +343,29 @@ type Executor interface {
 	// answer never re-opens it.
 	SettleAttempt(ctx context.Context, u AttemptUpdate) error
 
-	// TakeOverAbandoned leases to the caller, until leaseUntil, at most
-	// limit keys that were abandoned at now: in progress with an expired
-	// lease, or with an unknown outcome. Each returned record carries its
-	// new fencing token. Safe with several instances (FOR UPDATE SKIP
-	// LOCKED on PostgreSQL).
-	TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error)
+	// TakeOverAbandoned leases to the caller, until to.LeaseUntil, at most
+	// to.Limit keys that were abandoned at to.Now: in progress with an
+	// expired lease, or with an unknown outcome whose backoff has run out.
+	// The oldest are taken first across both kinds (an expired lease is due
+	// since its locked_until, an unknown outcome since its retry_at, or its
+	// creation when never deferred), so unresolvable unknown outcomes can
+	// never starve a crashed request. Taking an unknown outcome defers its
+	// next takeover (TakeOver.Backoff). Each returned record carries its new
+	// fencing token. Safe with several instances (FOR UPDATE SKIP LOCKED on
+	// PostgreSQL).
+	TakeOverAbandoned(ctx context.Context, to TakeOver) ([]idempotency.Record, error)
+
+	// AbandonedBacklog counts the completer's queue at now (see Backlog).
+	AbandonedBacklog(ctx context.Context, now time.Time) (Backlog, error)
+
+	// ForgetKey deletes the key held by lease when it recorded no attempt:
+	// its request named no order of the tenant, so it did not happen and a
+	// corrected request may use the key. Guarded: ErrLeaseLost.
+	ForgetKey(ctx context.Context, lease Lease) error
+
+	// AttemptsNeedingAttention returns at most limit of the tenant's
+	// attempts in status needs_attention, oldest first.
+	AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]Attempt, error)
 
 	// GetAttempt returns the attempt with providerKey, or ErrNotFound.
 	GetAttempt(ctx context.Context, providerKey string) (Attempt, error)

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/text/currency"
-
 	"github.com/orderly/orderly/client"
 	"github.com/orderly/orderly/order"
 )
@@ -58,8 +56,8 @@ func orderLine(o order.Order) string {
 // "25.00 USD" or "2500 JPY".
 func money(minor int64, cur string) string {
 	scale := 2
-	if u, err := currency.ParseISO(cur); err == nil {
-		scale, _ = currency.Standard.Rounding(u)
+	if d, ok := order.MinorUnits(cur); ok {
+		scale = d
 	}
 	digits := strconv.FormatInt(minor, 10)
 	sign := ""

@@ -55,15 +55,16 @@ func (e *EventsConfig) check() error {
 }
 
 // startEvents starts the webhook dispatcher and, with a NATS URL, the
-// JetStream publisher, on ctx; it returns the endpoints the API serves.
-func startEvents(ctx context.Context, c EventsConfig, st store.Store, log *slog.Logger) (*webhook.Endpoints, error) {
+// JetStream publisher, as background workers (stopped, and waited for, with
+// the completer and the sweeper); it returns the endpoints the API serves.
+func startEvents(b *background, c EventsConfig, st store.Store, log *slog.Logger) (*webhook.Endpoints, error) {
 	es, ok := st.(store.EventStore)
 	if !ok {
 		return nil, errors.New("the store keeps no events")
 	}
 	d := webhook.NewDispatcher(es, webhook.Config{AllowPrivate: c.WebhookAllowPrivate, RetryWindow: c.WebhookRetryWindow,
 		Timeout: c.WebhookTimeout, BaseBackoff: c.WebhookBackoff, Logger: log})
-	go drainEvery(ctx, c.WebhookInterval, d.RunOnce, log.With("worker", "webhooks"))
+	drainEvery(b, c.WebhookInterval, d.RunOnce, log.With("worker", "webhooks"))
 	if c.NATSURL != "" {
 		nc, err := nats.Connect(c.NATSURL, nats.Name("orderd"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
 		if err != nil {
@@ -76,10 +77,11 @@ func startEvents(ctx context.Context, c EventsConfig, st store.Store, log *slog.
 		}
 		host, _ := os.Hostname()
 		p := &eventpub.Publisher{Store: es, JS: js, Holder: host + "/" + uuid.NewString()}
-		go func() {
-			defer nc.Close()
-			drainEvery(ctx, c.PublishInterval, p.RunOnce, log.With("worker", "nats"))
-		}()
+		drainEvery(b, c.PublishInterval, p.RunOnce, log.With("worker", "nats"))
+		b.wg.Go(func() {
+			<-b.ctx.Done()
+			nc.Close()
+		})
 		log.Info("publishing events to NATS JetStream", "subjects", eventpub.SubjectPrefix+"<tenant>.<type>")
 	}
 	return &webhook.Endpoints{Store: es, AllowPrivate: c.WebhookAllowPrivate}, nil
@@ -87,8 +89,8 @@ func startEvents(ctx context.Context, c EventsConfig, st store.Store, log *slog.
 
 // drainEvery runs pass every interval until ctx ends; a pass that did
 // something (n > 0) is followed at once by another, at most 100 in a row.
-func drainEvery(ctx context.Context, interval time.Duration, pass func(context.Context) (int, error), log *slog.Logger) {
-	every(ctx, interval, func(ctx context.Context) {
+func drainEvery(b *background, interval time.Duration, pass func(context.Context) (int, error), log *slog.Logger) {
+	b.every(interval, func(ctx context.Context) {
 		for range 100 {
 			n, err := pass(ctx)
 			if err != nil && ctx.Err() == nil {

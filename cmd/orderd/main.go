@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -89,6 +90,9 @@ type Config struct {
 	TombstoneTTL      time.Duration
 	CompleterInterval time.Duration
 	SweepInterval     time.Duration
+	// UnresolvedAfter and CompleterParallel: service.Config's.
+	UnresolvedAfter   time.Duration
+	CompleterParallel int
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
 	GroupCommit        bool
 	LogLevel           slog.Level
@@ -158,6 +162,8 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.MaxWait, "max-wait", service.DefaultMaxWait, "cap on Prefer: wait for a concurrent duplicate")
 	fs.DurationVar(&c.TombstoneTTL, "idempotency-tombstone-ttl", service.DefaultTombstoneTTL, "how long an expired key's tombstone is kept")
 	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
+	fs.DurationVar(&c.UnresolvedAfter, "unresolved-after", service.DefaultUnresolvedAfter, "age past which a provider call whose outcome is still unknown is never retried but parked as needs_attention; keep it below the provider's key retention (Stripe: 24h)")
+	fs.IntVar(&c.CompleterParallel, "completer-parallel", service.DefaultCompleterParallel, "abandoned requests one completer pass drives at once")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
 	fs.BoolVar(&c.GroupCommit, "group-commit", true, "coalesce concurrent creates into one transaction per group (env ORDERD_GROUP_COMMIT)")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "API requests served at once; one more is refused with 503 and Retry-After (health probes are exempt)")
@@ -187,6 +193,9 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	if c.KeyTTL < time.Second || c.DerivedKeyTTL < time.Second || c.TombstoneTTL < time.Second {
 		return c, errors.New("idempotency TTLs must be at least 1s")
+	}
+	if c.UnresolvedAfter <= c.LeaseDuration || c.CompleterParallel < 1 {
+		return c, errors.New("-unresolved-after (ORDERD_UNRESOLVED_AFTER) must exceed -lease, and -completer-parallel (ORDERD_COMPLETER_PARALLEL) be at least 1")
 	}
 	if c.ProviderTimeout <= 0 || c.LeaseDuration <= c.ProviderTimeout {
 		return c, errors.New("-lease (ORDERD_LEASE) must exceed -provider-timeout (ORDERD_PROVIDER_TIMEOUT), both positive")
@@ -335,19 +344,21 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	svc := service.New(st, gw, wh, service.Config{
 		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
 		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
-		GroupCommit: c.GroupCommit,
+		GroupCommit: c.GroupCommit, UnresolvedAfter: c.UnresolvedAfter, CompleterParallel: c.CompleterParallel,
 	})
 	defer svc.Close() // before the store closes (deferred earlier, so it runs later)
-	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWorkers()
-	go every(workers, c.CompleterInterval, func(ctx context.Context) {
+	workers := startBackground(ctx)
+	// Before the service and the store close: a completer pass may be in
+	// the middle of a provider call whose outcome it must still write.
+	defer workers.stop()
+	workers.every(c.CompleterInterval, func(ctx context.Context) {
 		if n, err := svc.RecoverAbandoned(ctx, 50); err != nil {
 			log.Warn("completer pass failed", "err", err)
 		} else if n > 0 {
 			log.Info("completer pass", "taken_over", n)
 		}
 	})
-	go every(workers, c.SweepInterval, func(ctx context.Context) {
+	workers.every(c.SweepInterval, func(ctx context.Context) {
 		for range 20 { // at most 20 batches a pass, so one pass stays short
 			res, err := svc.SweepKeys(ctx, 500)
 			if err != nil {
@@ -381,7 +392,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	handler := api.New(svc, apiCfg)
 	if c.CommandsNATSURL != "" {
-		stopCommands, err := startCommands(workers, c, svc, apiCfg, log)
+		stopCommands, err := startCommands(workers.ctx, c, svc, apiCfg, log)
 		if err != nil {
 			return err
 		}
@@ -418,10 +429,11 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "timeout", c.ShutdownTimeout.String())
-	stopWorkers()
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	err = srv.Shutdown(sctx)
+	workers.stop()
+	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
@@ -450,18 +462,47 @@ func providers(c Config) (payment.Gateway, fulfillment.Warehouse, error) {
 	return gw, wh, nil
 }
 
-// every runs fn now and then every interval until ctx is done.
-func every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		fn(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// background runs the periodic workers (completer, sweeper) and stops them
+// before the store is closed.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// startBackground returns workers whose context is parent's values without
+// its cancellation: they stop only when stop is called.
+func startBackground(parent context.Context) *background {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	return &background{ctx: ctx, cancel: cancel}
+}
+
+// every runs fn now and then every interval, in its own goroutine, until
+// stop is called.
+func (b *background) every(interval time.Duration, fn func(context.Context)) {
+	b.wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			fn(b.ctx)
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
-	}
+	})
+}
+
+// stop cancels the workers' context and waits until every running fn has
+// returned (a completer pass finishes the provider calls it started,
+// bounded by their leases). It may be called more than once.
+func (b *background) stop() {
+	b.once.Do(func() {
+		b.cancel()
+		b.wg.Wait()
+	})
 }
 
 // openStore opens the configured store and returns it with log attributes

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,6 +268,8 @@ func TestParseConfigLoadBounds(t *testing.T) {
 		{"no lock timeout", "ORDERD_DB_LOCK_TIMEOUT", "0s"},
 		{"negative lock timeout", "ORDERD_DB_LOCK_TIMEOUT", "-1s"},
 		{"lock timeout not below statement timeout", "ORDERD_DB_LOCK_TIMEOUT", "5s"},
+		{"unresolved age within a lease", "ORDERD_UNRESOLVED_AFTER", "30s"},
+		{"no completer worker", "ORDERD_COMPLETER_PARALLEL", "0"},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
 			t.Setenv(tc.env, tc.value)
@@ -469,4 +472,36 @@ func postProblem(t *testing.T, addr, path, key string) problemReply {
 	var p struct{ Type, Detail, State string }
 	_ = json.NewDecoder(resp.Body).Decode(&p)
 	return problemReply{resp.StatusCode, p.Type, p.Detail, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), p.State}
+}
+
+// TestBackgroundStopWaitsForWorkers: stopping the workers (before the store
+// closes) waits for a pass that is still running, such as a completer pass
+// in the middle of a provider call. (Were stop not to wait, the worker would
+// usually see it return within the pause below; with the wait it never can,
+// so a busy machine can only hide the bug, never fail the test falsely.)
+func TestBackgroundStopWaitsForWorkers(t *testing.T) {
+	b := startBackground(context.Background())
+	stopped, checked := make(chan struct{}), make(chan struct{})
+	var returnedEarly atomic.Bool
+	ran := false
+	b.every(time.Hour, func(ctx context.Context) {
+		if ran {
+			return
+		}
+		ran = true
+		<-ctx.Done() // stop was called; a provider call would carry on
+		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-stopped:
+			returnedEarly.Store(true)
+		default:
+		}
+		close(checked)
+	})
+	b.stop()
+	close(stopped)
+	<-checked
+	if returnedEarly.Load() {
+		t.Fatal("stop returned while a worker was still running")
+	}
 }

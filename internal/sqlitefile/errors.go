@@ -22,7 +22,8 @@ var (
 	// after a restart, may do the same work.
 	ErrClosed = errors.New("sqlitefile: database closed")
 	// ErrIO means the operating system failed a read or a write of the file,
-	// or the disk is full (SQLITE_IOERR, SQLITE_FULL). A statement that
+	// the disk is full, or the file cannot be written (SQLITE_IOERR,
+	// SQLITE_FULL, SQLITE_READONLY). A statement that
 	// failed so was rolled back, but an I/O error from COMMIT may come after
 	// the transaction reached the disk: its outcome is unknown, so ErrIO is
 	// not [Retryable].
@@ -42,7 +43,7 @@ func Translate(err error) error {
 		switch se.Code() & 0xff { // the primary result code of an extended one
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 			return fmt.Errorf("%w: %w", ErrBusy, err)
-		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL:
+		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY:
 			return fmt.Errorf("%w: %w", ErrIO, err)
 		}
 	}

@@ -170,8 +170,48 @@ func (e executor) SettleAttempt(ctx context.Context, u store.AttemptUpdate) erro
 }
 
 // TakeOverAbandoned implements store.Executor in one statement.
-func (e executor) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error) {
-	return e.keys(ctx, takeOverAbandoned, now, leaseUntil, limit)
+func (e executor) TakeOverAbandoned(ctx context.Context, to store.TakeOver) ([]idempotency.Record, error) {
+	return e.keys(ctx, takeOverAbandoned, to.Now, to.LeaseUntil, to.Limit, to.Backoff.Microseconds(), to.MaxBackoff.Microseconds())
+}
+
+// AbandonedBacklog implements store.Executor in one statement.
+func (e executor) AbandonedBacklog(ctx context.Context, now time.Time) (store.Backlog, error) {
+	var b store.Backlog
+	err := e.db.query(ctx, abandonedBacklog, []any{now}, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return pgx.ErrNoRows
+		}
+		var oldest *time.Time
+		if err := rows.Scan(&b.ExpiredLeases, &b.UnknownDue, &b.UnknownDeferred, &b.NeedsAttention, &oldest); err != nil {
+			return err
+		}
+		if oldest != nil {
+			b.OldestDue = oldest.UTC()
+		}
+		return nil
+	})
+	return b, translate(err)
+}
+
+// ForgetKey implements store.Executor.
+func (e executor) ForgetKey(ctx context.Context, l store.Lease) error {
+	return translate(e.db.exec(ctx, forgetKey, l.TenantID, l.KeyHash, l.Token))
+}
+
+// AttemptsNeedingAttention implements store.Executor.
+func (e executor) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]store.Attempt, error) {
+	var out []store.Attempt
+	err := e.db.query(ctx, attemptsNeedingAttention, []any{tenantID, limit}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c attemptCols
+			if err := rows.Scan(c.targets()...); err != nil {
+				return err
+			}
+			out = append(out, *c.attempt())
+		}
+		return nil
+	})
+	return out, translate(err)
 }
 
 // GetAttempt implements store.Executor.

@@ -150,7 +150,7 @@ const lockOrderVersion = `SELECT version FROM orders WHERE id = $1 AND tenant_id
 // another request's outcome.
 const sameKeyOtherMethod = `
 SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
-    WHERE provider_key = $1 AND payment_method <> $2 AND status IN ('pending', 'unknown')), 'attempt_in_flight')`
+    WHERE provider_key = $1 AND payment_method <> $2 AND status IN ('pending', 'unknown', 'needs_attention')), 'attempt_in_flight')`
 
 const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = $1`
 
@@ -202,21 +202,60 @@ SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'version_conflict')`
 // under that lock.
 const noOtherOpenAttempt = `
 SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
-    WHERE order_id = $1 AND provider_key <> $2 AND status IN ('pending', 'unknown')), 'attempt_in_flight')`
+    WHERE order_id = $1 AND provider_key <> $2 AND status IN ('pending', 'unknown', 'needs_attention')), 'attempt_in_flight')`
 
-// takeOverAbandoned leases ($2 until) at most $3 keys abandoned at $1.
-// SKIP LOCKED lets several completers share the work without waiting.
+// takeOverAbandoned leases ($2 until) at most $3 keys abandoned at $1,
+// the longest due first across both kinds: an expired lease is due since
+// its locked_until, an unknown outcome since its retry_at (or its creation
+// when never deferred). Taking an unknown outcome defers its next takeover
+// by min($4·2^recoveries, $5) microseconds. SKIP LOCKED lets several
+// completers share the work without waiting.
 var takeOverAbandoned = `
-UPDATE idempotency_keys k SET state = 'in_progress', locked_until = $2, fencing_token = k.fencing_token + 1
+UPDATE idempotency_keys k SET state = 'in_progress', locked_until = $2, fencing_token = k.fencing_token + 1,
+    recoveries = CASE WHEN k.state = 'unknown_outcome' THEN k.recoveries + 1 ELSE k.recoveries END,
+    retry_at   = CASE WHEN k.state = 'unknown_outcome'
+                      THEN $1::timestamptz + least($4::bigint * power(2, least(k.recoveries, 30))::bigint, $5::bigint) * interval '1 microsecond'
+                      ELSE k.retry_at END
 FROM (
     SELECT tenant_id, key_hash FROM idempotency_keys
-    WHERE (state = 'in_progress' AND locked_until <= $1) OR state = 'unknown_outcome'
-    ORDER BY locked_until NULLS FIRST
+    WHERE ` + abandonedDue + `
+    ORDER BY CASE WHEN state = 'in_progress' THEN locked_until ELSE COALESCE(retry_at, created_at) END
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ) abandoned
 WHERE k.tenant_id = abandoned.tenant_id AND k.key_hash = abandoned.key_hash
 RETURNING ` + prefixed("k.", keyColumns)
+
+// abandonedDue is true of a key the completer may take at $1.
+const abandonedDue = `((state = 'in_progress' AND locked_until <= $1)
+        OR (state = 'unknown_outcome' AND (retry_at IS NULL OR retry_at <= $1)))`
+
+// abandonedBacklog counts the completer's queue at $1: expired leases,
+// unknown outcomes due and deferred, attempts needing attention, and when
+// the oldest due key became due.
+const abandonedBacklog = `
+SELECT count(*) FILTER (WHERE state = 'in_progress' AND locked_until <= $1),
+       count(*) FILTER (WHERE state = 'unknown_outcome' AND (retry_at IS NULL OR retry_at <= $1)),
+       count(*) FILTER (WHERE state = 'unknown_outcome' AND retry_at > $1),
+       (SELECT count(*) FROM provider_attempts WHERE status = 'needs_attention'),
+       min(CASE WHEN state = 'in_progress' THEN locked_until ELSE COALESCE(retry_at, created_at) END)
+           FILTER (WHERE ` + abandonedDue + `)
+FROM idempotency_keys WHERE state IN ('in_progress', 'unknown_outcome')`
+
+// forgetKey deletes a held key ($1 tenant, $2 key hash, $3 token) that
+// recorded no attempt. Guarded: lease_lost.
+const forgetKey = `
+WITH w AS (
+    DELETE FROM idempotency_keys
+    WHERE tenant_id = $1 AND key_hash = $2 AND fencing_token = $3 AND state = 'in_progress' AND attempt_key IS NULL
+    RETURNING 1
+)
+SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'lease_lost')`
+
+// attemptsNeedingAttention: at most $2 of tenant $1's parked attempts,
+// oldest first.
+const attemptsNeedingAttention = `SELECT ` + attemptColumns + ` FROM provider_attempts
+WHERE tenant_id = $1 AND status = 'needs_attention' ORDER BY updated_at, provider_key LIMIT $2`
 
 // tombstoneKeys drops the outcome of at most $3 completed client keys past
 // retention at $1, keeping a tombstone for $2 more microseconds.
@@ -301,9 +340,9 @@ WITH target AS (
     SELECT t.* FROM target t
     WHERE (t.attempt_key IS NULL OR t.attempt_key = t.provider_key)
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.order_id = t.id
-                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown'))
+                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown', 'needs_attention'))
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.provider_key = t.provider_key
-                      AND a.payment_method <> $10::text AND a.status IN ('pending', 'unknown'))
+                      AND a.payment_method <> $10::text AND a.status IN ('pending', 'unknown', 'needs_attention'))
 ), recorded AS (
     INSERT INTO provider_attempts (` + attemptColumns + `)
     SELECT provider_key, tenant_id, id, $9::text, 'pending', amount, currency, $10::text, NULL, NULL, $11::timestamptz, $11::timestamptz

@@ -76,14 +76,14 @@ const orderVersion = `SELECT version FROM orders WHERE id = ?1 AND tenant_id = ?
 // otherOpenAttempt finds an open attempt on order ?1 other than ?2.
 const otherOpenAttempt = `
 SELECT EXISTS (SELECT 1 FROM provider_attempts
-               WHERE order_id = ?1 AND provider_key <> ?2 AND status IN ('pending', 'unknown'))`
+               WHERE order_id = ?1 AND provider_key <> ?2 AND status IN ('pending', 'unknown', 'needs_attention'))`
 
 // sameKeyOtherMethod finds an open attempt with provider key ?1 made with
 // another payment method than ?2: joining it would give this request
 // another request's outcome.
 const sameKeyOtherMethod = `
 SELECT EXISTS (SELECT 1 FROM provider_attempts
-               WHERE provider_key = ?1 AND payment_method <> ?2 AND status IN ('pending', 'unknown'))`
+               WHERE provider_key = ?1 AND payment_method <> ?2 AND status IN ('pending', 'unknown', 'needs_attention'))`
 
 const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = ?1`
 
@@ -107,17 +107,45 @@ const casOrder = `
 UPDATE orders SET state = ?3, version = ?4, paid_at = ?5, fulfilled_at = ?6, cancelled_at = ?7
 WHERE id = ?1 AND tenant_id = ?2 AND version = ?4 - 1`
 
-// takeOverAbandoned: writers are serialised (BEGIN IMMEDIATE), so no row
-// locking is needed.
+// takeOverAbandoned: see store/postgres/queries.go. Writers are serialised
+// (BEGIN IMMEDIATE), so no row locking is needed. ?1 now, ?2 lease until,
+// ?3 limit, ?4 backoff and ?5 its cap in microseconds.
 const takeOverAbandoned = `
-UPDATE idempotency_keys SET state = 'in_progress', locked_until = ?2, fencing_token = fencing_token + 1
+UPDATE idempotency_keys SET state = 'in_progress', locked_until = ?2, fencing_token = fencing_token + 1,
+    recoveries = CASE WHEN state = 'unknown_outcome' THEN recoveries + 1 ELSE recoveries END,
+    retry_at   = CASE WHEN state = 'unknown_outcome' THEN ?1 + min(?4 * (1 << min(recoveries, 30)), ?5) ELSE retry_at END
 WHERE rowid IN (
     SELECT rowid FROM idempotency_keys
-    WHERE (state = 'in_progress' AND locked_until <= ?1) OR state = 'unknown_outcome'
-    ORDER BY locked_until
+    WHERE ` + abandonedDue + `
+    ORDER BY CASE WHEN state = 'in_progress' THEN locked_until ELSE COALESCE(retry_at, created_at) END
     LIMIT ?3
 )
 RETURNING ` + keyColumns
+
+// abandonedDue is true of a key the completer may take at ?1.
+const abandonedDue = `((state = 'in_progress' AND locked_until <= ?1)
+        OR (state = 'unknown_outcome' AND (retry_at IS NULL OR retry_at <= ?1)))`
+
+// abandonedBacklog: see store/postgres/queries.go.
+const abandonedBacklog = `
+SELECT count(*) FILTER (WHERE state = 'in_progress' AND locked_until <= ?1),
+       count(*) FILTER (WHERE state = 'unknown_outcome' AND (retry_at IS NULL OR retry_at <= ?1)),
+       count(*) FILTER (WHERE state = 'unknown_outcome' AND retry_at > ?1),
+       (SELECT count(*) FROM provider_attempts WHERE status = 'needs_attention'),
+       min(CASE WHEN state = 'in_progress' THEN locked_until ELSE COALESCE(retry_at, created_at) END)
+           FILTER (WHERE ` + abandonedDue + `)
+FROM idempotency_keys WHERE state IN ('in_progress', 'unknown_outcome')`
+
+// forgetKey deletes a held key (?1 tenant, ?2 key hash, ?3 token) that
+// recorded no attempt.
+const forgetKey = `
+DELETE FROM idempotency_keys
+WHERE tenant_id = ?1 AND key_hash = ?2 AND fencing_token = ?3 AND state = 'in_progress' AND attempt_key IS NULL`
+
+// attemptsNeedingAttention: at most ?2 of tenant ?1's parked attempts,
+// oldest first.
+const attemptsNeedingAttention = `SELECT ` + attemptColumns + ` FROM provider_attempts
+WHERE tenant_id = ?1 AND status = 'needs_attention' ORDER BY updated_at, provider_key LIMIT ?2`
 
 const tombstoneKeys = `
 UPDATE idempotency_keys SET state = 'expired', error_code = NULL, error_detail = NULL,
@@ -150,3 +178,6 @@ WHERE tenant_id = ?1
   AND (?4 = '' OR id < ?4)
 ORDER BY id DESC
 LIMIT ?5`
+
+// pingWrite is Ping's committed write (?1 now in microseconds).
+const pingWrite = `UPDATE readiness SET checked_at = ?1 WHERE id = 1`

@@ -56,10 +56,12 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Ping checks the database answers.
+// Ping checks that the database can be written: it commits a one-row
+// update (one WAL frame and one fsync), so a full disk, an I/O error or a
+// read-only file fails it with ErrUnavailable, not only an unreadable one.
 func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	return translate(s.db.QueryRowContext(ctx, `SELECT 1`).Scan(&one))
+	_, err := s.db.ExecContext(ctx, pingWrite, time.Now().UnixMicro())
+	return translate(err)
 }
 
 // conn is what the store's operations run on: the database (each statement
@@ -227,8 +229,9 @@ func (e executor) noOtherOpenAttempt(ctx context.Context, orderID, providerKey s
 }
 
 // TakeOverAbandoned implements store.Executor.
-func (e executor) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) ([]idempotency.Record, error) {
-	rows, err := e.c.QueryContext(ctx, takeOverAbandoned, micros(now), micros(leaseUntil), limit)
+func (e executor) TakeOverAbandoned(ctx context.Context, to store.TakeOver) ([]idempotency.Record, error) {
+	rows, err := e.c.QueryContext(ctx, takeOverAbandoned, micros(to.Now), micros(to.LeaseUntil), to.Limit,
+		to.Backoff.Microseconds(), to.MaxBackoff.Microseconds())
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -240,6 +243,41 @@ func (e executor) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Ti
 			return nil, translate(err)
 		}
 		out = append(out, r)
+	}
+	return out, translate(rows.Err())
+}
+
+// AbandonedBacklog implements store.Executor in one statement.
+func (e executor) AbandonedBacklog(ctx context.Context, now time.Time) (store.Backlog, error) {
+	var b store.Backlog
+	var oldest sql.NullInt64
+	err := e.c.QueryRowContext(ctx, abandonedBacklog, micros(now)).Scan(
+		&b.ExpiredLeases, &b.UnknownDue, &b.UnknownDeferred, &b.NeedsAttention, &oldest)
+	if oldest.Valid {
+		b.OldestDue = fromMicros(oldest.Int64)
+	}
+	return b, translate(err)
+}
+
+// ForgetKey implements store.Executor.
+func (e executor) ForgetKey(ctx context.Context, l store.Lease) error {
+	return fenced(e.c.ExecContext(ctx, forgetKey, l.TenantID, l.KeyHash, l.Token))
+}
+
+// AttemptsNeedingAttention implements store.Executor.
+func (e executor) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]store.Attempt, error) {
+	rows, err := e.c.QueryContext(ctx, attemptsNeedingAttention, tenantID, limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []store.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, a)
 	}
 	return out, translate(rows.Err())
 }
@@ -357,9 +395,9 @@ func (s *Store) CompareAndSetOrder(ctx context.Context, next order.Order, ownAtt
 }
 
 // TakeOverAbandoned implements store.Store in one IMMEDIATE transaction.
-func (s *Store) TakeOverAbandoned(ctx context.Context, now, leaseUntil time.Time, limit int) (out []idempotency.Record, err error) {
+func (s *Store) TakeOverAbandoned(ctx context.Context, to store.TakeOver) (out []idempotency.Record, err error) {
 	err = s.InTx(ctx, func(tx store.Executor) error {
-		out, err = tx.TakeOverAbandoned(ctx, now, leaseUntil, limit)
+		out, err = tx.TakeOverAbandoned(ctx, to)
 		return err
 	})
 	return out, err

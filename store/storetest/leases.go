@@ -224,7 +224,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		created := newRecord("tenant-a", "created", o.ID, base)
 		mustCreate(t, s, &created, newOrder(t, "tenant-a", "cust-1", base))
 
-		got, err := s.TakeOverAbandoned(ctx, now, until, 100)
+		got, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: until, Limit: 100})
 		if err != nil {
 			t.Fatalf("TakeOverAbandoned: %v", err)
 		}
@@ -239,7 +239,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 
 		// They are leased now: a second pass at the same instant finds none,
 		// and the holders before the takeover are fenced out.
-		again, err := s.TakeOverAbandoned(ctx, now, until, 100)
+		again, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: until, Limit: 100})
 		if err != nil || len(again) != 0 {
 			t.Errorf("second TakeOverAbandoned = %d records, %v; want none", len(again), err)
 		}
@@ -263,7 +263,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 		seen := map[string]bool{}
 		for pass, wantN := range []int{2, 2, 1, 0} {
-			got, err := s.TakeOverAbandoned(ctx, now, until, limit)
+			got, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: until, Limit: limit})
 			if err != nil {
 				t.Fatalf("pass %d: TakeOverAbandoned: %v", pass, err)
 			}
@@ -294,7 +294,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		lost := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Second)}
 		mustRelease(t, s, r, idempotency.StateUnknownOutcome, &lost)
 
-		got, err := s.TakeOverAbandoned(t.Context(), now, until, 10)
+		got, err := s.TakeOverAbandoned(t.Context(), store.TakeOver{Now: now, LeaseUntil: until, Limit: 10})
 		if err != nil || len(got) != 1 {
 			t.Fatalf("TakeOverAbandoned = %d records, %v; want 1", len(got), err)
 		}
@@ -530,7 +530,7 @@ func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *t
 			// Once the attempt is settled, the transition goes through.
 			settler := charge
 			if st == store.AttemptUnknown {
-				got, err := s.TakeOverAbandoned(ctx, base.Add(time.Minute), base.Add(time.Minute+leaseFor), 10)
+				got, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: base.Add(time.Minute), LeaseUntil: base.Add(time.Minute + leaseFor), Limit: 10})
 				if err != nil || len(got) != 1 {
 					t.Fatalf("TakeOverAbandoned = %d records, %v; want the charge's key", len(got), err)
 				}

@@ -81,6 +81,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		testTakeOverAbandoned(t, open)
 	})
+	t.Run("Recovery", func(t *testing.T) {
+		t.Parallel()
+		testRecovery(t, open)
+	})
 	t.Run("GetAttempt", func(t *testing.T) {
 		t.Parallel()
 		testGetAttempt(t, open)
@@ -1284,7 +1288,7 @@ func concurrentTakeOversOfAbandonedKeysNeverOverlap(t *testing.T, open func(t *t
 	}
 	now, until := base.Add(time.Minute), base.Add(time.Minute+leaseFor)
 	out := raceAll(takers, func(int) takeOver {
-		rs, err := s.TakeOverAbandoned(ctx, now, until, keys)
+		rs, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: until, Limit: keys})
 		return takeOver{rs, err}
 	})
 	seen := map[string]int{}
