@@ -113,6 +113,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		testCreateOrders(t, open)
 	})
+	t.Run("Backlog", func(t *testing.T) {
+		t.Parallel()
+		testBacklog(t, open)
+	})
 }
 
 func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
