@@ -18,13 +18,21 @@ import (
 // released as a retryable failure; one with a recorded attempt asks the
 // provider what happened and rolls forward. It returns how many keys it
 // took over. Several instances may run it at once: each key goes to one.
-func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (int, error) {
+func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (n int, err error) {
+	start := time.Now()
+	defer func() {
+		if err == nil && s.cfg.Observer != nil {
+			b, ok, _ := s.Backlog(ctx)
+			s.obs.CompleterPass(time.Since(start), n, b, ok)
+		}
+	}()
 	now := s.cfg.Now()
 	recs, err := s.store.TakeOverAbandoned(ctx, now, now.Add(s.cfg.LeaseDuration), limit)
 	if err != nil {
 		return 0, err
 	}
 	for _, rec := range recs {
+		s.obs.KeyEvent(KeyLeaseTakeover, rec.Operation)
 		lease := store.LeaseOf(rec)
 		if rec.RecoveryPoint != idempotency.RecoveryAttemptRecorded || rec.AttemptKey == "" {
 			if err := s.store.ReleaseKey(ctx, lease, idempotency.StateRetryableFailure); err != nil && !errors.Is(err, store.ErrLeaseLost) {
@@ -64,7 +72,11 @@ func outcomeOf(err error) string {
 // limit rows per step (see store.Store.Sweep): completed client keys past
 // retention become tombstones for Config.TombstoneTTL, then are deleted.
 func (s *Service) SweepKeys(ctx context.Context, limit int) (store.SweepResult, error) {
-	return s.store.Sweep(ctx, s.cfg.Now(), s.cfg.TombstoneTTL, limit)
+	res, err := s.store.Sweep(ctx, s.cfg.Now(), s.cfg.TombstoneTTL, limit)
+	if err == nil {
+		s.obs.SweepPass(res)
+	}
+	return res, err
 }
 
 // KeyState is the state of an idempotency key as GET

@@ -37,6 +37,7 @@ import (
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/observe"
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/paysim/simulator"
@@ -72,6 +73,7 @@ func main() {
 // Config is orderd's configuration, parsed once by ParseConfig.
 type Config struct {
 	Addr              string
+	AdminAddr         string // admin listener (/metrics, /debug/pprof/, probes); empty disables it
 	DatabaseURL       string
 	DataDir           string
 	APIKeys           map[string]string // API key → tenant
@@ -129,6 +131,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		level    = fs.String("log-level", "info", "debug, info, warn or error")
 	)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (env ORDERD_ADDR)")
+	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, "admin listen address for /metrics, /debug/pprof/, /healthz and /readyz; empty disables it")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres:// URL; empty selects the embedded store (env ORDERD_DATABASE_URL)")
 	fs.StringVar(&c.DataDir, "data-dir", "data", "directory of the embedded store's file (env ORDERD_DATA_DIR)")
 	fs.DurationVar(&c.KeyTTL, "idempotency-key-ttl", idempotency.DefaultKeyTTL, "retention of client-sent idempotency keys")
@@ -261,22 +264,31 @@ func parseAPIKeys(spec string) (map[string]string, error) {
 
 // Run serves until ctx is done, then shuts down gracefully.
 func Run(ctx context.Context, c Config, logOut io.Writer) error {
-	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel}))
-	st, attrs, err := openStore(ctx, c)
+	tel, err := startTelemetry(ctx, c, logOut)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.shutdown(sctx) // flushes the spans still batched
+	}()
+	log := tel.log
+	st, attrs, err := openStore(ctx, c, tel)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	log.Info("store ready", attrs...)
 
-	gw, wh, err := providers(c)
+	gw, wh, err := providers(c, tel)
 	if err != nil {
 		return err
 	}
 	svc := service.New(st, gw, wh, service.Config{
 		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
 		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
-		GroupCommit: c.GroupCommit,
+		GroupCommit: c.GroupCommit, Observer: observe.NewObserver(tel.metrics, tel.tp),
 	})
 	defer svc.Close() // before the store closes (deferred earlier, so it runs later)
 	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
@@ -303,7 +315,12 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 			}
 		}
 	})
-	handler := api.New(svc, api.Config{
+	stopAdmin, err := startAdmin(c, tel.metrics, svc, log)
+	if err != nil {
+		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR): %w", err)
+	}
+	defer stopAdmin(context.Background())
+	apiHandler := api.New(svc, api.Config{
 		APIKeys:        c.APIKeys,
 		Policy:         c.Policy,
 		Fingerprinter:  idempotency.Fingerprinter{VolatileFields: c.VolatileFields},
@@ -312,6 +329,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		MaxInFlight:    c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout,
 	})
+	handler := observe.HTTP(apiHandler, tel.metrics, tel.tp)
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
@@ -355,18 +373,19 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 
 // providers returns the payment gateway and warehouse: HTTP clients of the
 // configured provider, or the built-in simulators.
-func providers(c Config) (payment.Gateway, fulfillment.Warehouse, error) {
+func providers(c Config, tel *telemetry) (payment.Gateway, fulfillment.Warehouse, error) {
 	var gw payment.Gateway = simulator.NewGateway()
 	var wh fulfillment.Warehouse = simulator.NewWarehouse()
+	hc := paysimclient.WithHTTPClient(observe.ProviderClient(tel.tp))
 	if c.PaymentURL != "" {
-		g, err := paysimclient.NewGateway(c.PaymentURL, paysimclient.WithTimeout(c.ProviderTimeout))
+		g, err := paysimclient.NewGateway(c.PaymentURL, paysimclient.WithTimeout(c.ProviderTimeout), hc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("-payment-url: %w", err)
 		}
 		gw = g
 	}
 	if c.WarehouseURL != "" {
-		w, err := paysimclient.NewWarehouse(c.WarehouseURL, paysimclient.WithTimeout(c.ProviderTimeout))
+		w, err := paysimclient.NewWarehouse(c.WarehouseURL, paysimclient.WithTimeout(c.ProviderTimeout), hc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("-warehouse-url: %w", err)
 		}
@@ -390,8 +409,9 @@ func every(ctx context.Context, interval time.Duration, fn func(context.Context)
 }
 
 // openStore opens the configured store and returns it with log attributes
-// describing it.
-func openStore(ctx context.Context, c Config) (store.Store, []any, error) {
+// describing it. On PostgreSQL, statements are traced and counted, and the
+// pool's statistics exported, through tel.
+func openStore(ctx context.Context, c Config, tel *telemetry) (store.Store, []any, error) {
 	if c.DatabaseURL == "" {
 		st, err := sqlite.Open(ctx, c.DataDir)
 		return st, []any{"store", "sqlite"}, err
@@ -400,7 +420,11 @@ func openStore(ctx context.Context, c Config) (store.Store, []any, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	pc.ConnConfig.Tracer = observe.NewPgxTracer(tel.metrics, tel.tp)
 	st, err := postgres.OpenConfig(ctx, pc)
+	if err == nil {
+		tel.metrics.Registry().MustRegister(observe.NewPoolCollector(st.Pool()))
+	}
 	rp := pc.ConnConfig.RuntimeParams
 	return st, []any{"store", "postgres", "pool_max_conns", pc.MaxConns, "pool_min_conns", pc.MinConns,
 		"statement_timeout", rp["statement_timeout"], "lock_timeout", rp["lock_timeout"]}, err
