@@ -38,6 +38,9 @@ func startTelemetry(ctx context.Context, c Config, logOut io.Writer) (*telemetry
 	if err != nil {
 		return nil, err
 	}
+	if c.tracerProvider != nil {
+		tp = c.tracerProvider
+	}
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(observe.Propagator)
 	h := slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel})

@@ -33,6 +33,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/peterbourgon/ff/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/fulfillment"
@@ -100,6 +101,7 @@ type Config struct {
 	DBStatementTimeout  time.Duration // statement_timeout of each PostgreSQL session
 	DBLockTimeout       time.Duration // lock_timeout of each PostgreSQL session
 	usingDevelopmentKey bool
+	tracerProvider      trace.TracerProvider // tests: replaces the one the environment selects
 }
 
 // Defaults of the load bounds.
