@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -20,6 +22,16 @@ import (
 // DefaultAdminAddr is the default address of the admin listener: loopback
 // only, since /debug/pprof/ and /metrics are for operators.
 const DefaultAdminAddr = "127.0.0.1:9090"
+
+// emptyAdminAddr applies ORDERD_ADMIN_ADDR set but empty, which ff skips
+// as unset: it disables the admin listener unless -admin-addr was given.
+func emptyAdminAddr(fs *flag.FlagSet, c *Config) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "admin-addr" })
+	if v, set := os.LookupEnv("ORDERD_ADMIN_ADDR"); set && v == "" && !given {
+		c.AdminAddr = ""
+	}
+}
 
 // telemetry is what orderd observes itself with: the metrics, the tracer
 // provider, and the logger whose records carry trace and request ids.

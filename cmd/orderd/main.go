@@ -163,6 +163,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ORDERD")); err != nil {
 		return c, err
 	}
+	emptyAdminAddr(fs, &c)
 	c.Policy = idempotency.Policy(*policy)
 	if !c.Policy.Valid() {
 		return c, fmt.Errorf("-idempotency-policy (ORDERD_IDEMPOTENCY_POLICY) must be derive, require or off, not %q", *policy)

@@ -331,3 +331,54 @@ func names(byName map[string][]tracetest.SpanStub) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestAdminListener checks what the admin listener serves — /metrics,
+// /debug/pprof/, /healthz, /readyz — and that the API port does not serve
+// the operators' endpoints.
+func TestAdminListener(t *testing.T) {
+	o := startObserved(t, nil)
+	for _, tc := range []struct {
+		addr, path string
+		status     int
+		contains   string
+	}{
+		{o.admin, "/metrics", 200, "# TYPE orderly_idempotency_replays_total counter"},
+		{o.admin, "/debug/pprof/", 200, "goroutine"},
+		{o.admin, "/healthz", 200, `"ok"`},
+		{o.admin, "/readyz", 200, `"ready"`},
+		{o.api, "/metrics", 404, ""},
+		{o.api, "/debug/pprof/", 404, ""},
+	} {
+		resp, err := http.Get("http://" + tc.addr + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.contains) {
+			t.Errorf("GET %s on %s = %d, want %d containing %q", tc.path, tc.addr, resp.StatusCode, tc.status, tc.contains)
+		}
+	}
+}
+
+// TestAdminAddr checks the admin listener's setting: 127.0.0.1:9090 by
+// default, and off when empty.
+func TestAdminAddr(t *testing.T) {
+	t.Setenv("ORDERD_ADMIN_ADDR", "")
+	c, err := ParseConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AdminAddr != "" {
+		t.Errorf("ORDERD_ADMIN_ADDR empty: AdminAddr = %q, want empty (disabled)", c.AdminAddr)
+	}
+	c, err = ParseConfig([]string{"-admin-addr", DefaultAdminAddr}, io.Discard)
+	if err != nil || c.AdminAddr != "127.0.0.1:9090" {
+		t.Errorf("AdminAddr = %q, %v; want 127.0.0.1:9090", c.AdminAddr, err)
+	}
+	stop, err := startAdmin(Config{}, nil, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop(context.Background())
+}
