@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/orderly/orderly/paysim"
 	"github.com/orderly/orderly/store/pgtest"
@@ -381,4 +384,101 @@ func TestAdminAddr(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop(context.Background())
+}
+
+// TestDashboardUsesOnlyExportedMetrics reads the Grafana dashboard of
+// compose.yaml and checks that every orderly_ metric its queries name is
+// one a scrape of orderd shows (a histogram by its _bucket, _count or
+// _sum series).
+func TestDashboardUsesOnlyExportedMetrics(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/grafana/dashboards/orderly.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	o := startObserved(t, nil)
+	post(t, o.api, "/v1/orders", "dashboard-create", orderBody) // so the HTTP series exist
+	exported := map[string]bool{}
+	for series := range scrape(t, o.admin) {
+		name, _, _ := strings.Cut(series, "{")
+		exported[name] = true
+		if base, ok := strings.CutSuffix(name, "_count"); ok {
+			exported[base+"_bucket"] = true
+		}
+	}
+	metricName := regexp.MustCompile(`\borderly_[a-z0-9_]+`)
+	used := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, name := range metricName.FindAllString(tg.Expr, -1) {
+				used++
+				if !exported[name] {
+					t.Errorf("panel %q queries %s, which orderd does not export", p.Title, name)
+				}
+			}
+		}
+	}
+	if used == 0 {
+		t.Fatal("the dashboard queries no orderly_ metric")
+	}
+}
+
+// TestPrometheusScrapesEveryOrderd checks compose.yaml against the
+// Prometheus configuration it mounts: every orderd service is a scrape
+// target on its admin port, and every target is an orderd service.
+func TestPrometheusScrapesEveryOrderd(t *testing.T) {
+	var compose struct {
+		Services map[string]struct {
+			Image       string
+			Environment map[string]string
+		}
+	}
+	var prom struct {
+		ScrapeConfigs []struct {
+			StaticConfigs []struct{ Targets []string } `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	for path, into := range map[string]any{"../../compose.yaml": &compose, "../../deploy/prometheus/prometheus.yml": &prom} {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(raw, into); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	targets := map[string]bool{}
+	for _, sc := range prom.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			for _, tg := range st.Targets {
+				targets[tg] = true
+			}
+		}
+	}
+	orderds := 0
+	for name, svc := range compose.Services {
+		if svc.Image != "orderly/orderd" {
+			continue
+		}
+		orderds++
+		_, port, _ := strings.Cut(svc.Environment["ORDERD_ADMIN_ADDR"], ":")
+		if !targets[name+":"+port] {
+			t.Errorf("orderd service %s (admin port %q) is not scraped; targets %v", name, port, targets)
+		}
+		delete(targets, name+":"+port)
+	}
+	if orderds != 2 {
+		t.Errorf("compose.yaml has %d orderd services, want 2", orderds)
+	}
+	if len(targets) > 0 {
+		t.Errorf("Prometheus scrapes targets that are no orderd service: %v", targets)
+	}
 }
