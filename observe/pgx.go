@@ -43,8 +43,10 @@ func NewPgxTracer(m *Metrics, tp trace.TracerProvider) *PgxTracer {
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (t *PgxTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	ctx, _ = t.tracer.Start(ctx, "db.query", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrDBSystem, attrDBQuery.String(compactSQL(data.SQL))))
+	ctx, span := t.tracer.Start(ctx, "db.query", trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attrDBSystem, attrDBQuery.String(compactSQL(data.SQL)))
+	}
 	return ctx
 }
 
@@ -66,12 +68,10 @@ type batchKey struct{}
 
 // TraceBatchStart implements pgx.BatchTracer.
 func (t *PgxTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	n := 0
-	if data.Batch != nil {
-		n = data.Batch.Len()
+	ctx, span := t.tracer.Start(ctx, "db.batch", trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() && data.Batch != nil {
+		span.SetAttributes(attrDBSystem, attrDBBatch.Int(data.Batch.Len()))
 	}
-	ctx, span := t.tracer.Start(ctx, "db.batch", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrDBSystem, attrDBBatch.Int(n)))
 	return context.WithValue(ctx, batchKey{}, &batchState{span: span, lastEnd: time.Now()})
 }
 
@@ -83,8 +83,10 @@ func (t *PgxTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.T
 		return
 	}
 	now := time.Now()
-	_, span := t.tracer.Start(ctx, "db.batch.query", trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(st.lastEnd),
-		trace.WithAttributes(attrDBSystem, attrDBQuery.String(compactSQL(data.SQL))))
+	_, span := t.tracer.Start(ctx, "db.batch.query", trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(st.lastEnd))
+	if span.IsRecording() {
+		span.SetAttributes(attrDBSystem, attrDBQuery.String(compactSQL(data.SQL)))
+	}
 	st.lastEnd = now
 	if data.Err != nil {
 		st.failed = true

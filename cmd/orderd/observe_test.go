@@ -482,3 +482,38 @@ func TestPrometheusScrapesEveryOrderd(t *testing.T) {
 		t.Errorf("Prometheus scrapes targets that are no orderd service: %v", targets)
 	}
 }
+
+// TestTraceparentPropagatesWithoutExporter checks the no-op tracing orderd
+// runs when OTEL_EXPORTER_OTLP_ENDPOINT is unset: a request's W3C
+// traceparent still reaches the request's log line and the provider.
+func TestTraceparentPropagatesWithoutExporter(t *testing.T) {
+	o := startObserved(t, nil)
+	c := post(t, o.api, "/v1/orders", "noop-create", orderBody)
+	if c.status != http.StatusCreated {
+		t.Fatalf("create = %+v", c)
+	}
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequest(http.MethodPost, "http://"+o.api+"/v1/orders/"+c.id+"/pay", strings.NewReader(payBody("pm_card_visa")))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "noop-pay")
+	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("pay = %d", resp.StatusCode)
+	}
+	if !strings.Contains(o.paysimLogs.String(), `"traceparent":"00-`+traceID+`-`) {
+		t.Errorf("paysim did not log the caller's trace %s:\n%s", traceID, o.paysimLogs.String())
+	}
+	found := false
+	for _, l := range strings.Split(o.logs.String(), "\n") {
+		found = found || (strings.Contains(l, `"route":"/v1/orders/{id}/pay"`) && strings.Contains(l, `"trace_id":"`+traceID+`"`))
+	}
+	if !found {
+		t.Errorf("no pay log line carries trace_id %s:\n%s", traceID, o.logs.String())
+	}
+}
