@@ -11,6 +11,11 @@
 // served at once (one more is a 503 with Retry-After), each has a deadline
 // of -request-timeout, and on PostgreSQL a pool of -db-max-conns connections
 // whose sessions carry statement_timeout and lock_timeout.
+//
+// A second listener, -admin-addr (default 127.0.0.1:9090; empty disables
+// it), serves /metrics, /debug/pprof/, /healthz and /readyz. Traces are
+// exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (package
+// observe).
 package main
 
 import (
