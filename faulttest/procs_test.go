@@ -106,6 +106,7 @@ func startOrderd(t *testing.T, name, dbURL string, paysimAddr string, tm orderdT
 	t.Helper()
 	return startProc(t, name, "orderd",
 		"ORDERD_ADDR=127.0.0.1:0",
+		"ORDERD_ADMIN_ADDR=127.0.0.1:0",
 		"ORDERD_DATABASE_URL="+dbURL,
 		"ORDERD_API_KEYS="+tenant+":"+apiKey,
 		"ORDERD_PAYMENT_URL=http://"+paysimAddr,

@@ -123,10 +123,16 @@ func NewServer(l *Ledger, c Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. A request that carries a W3C
+// traceparent (W3C Trace Context §3.2) is logged with it, so a provider
+// call can be found from the caller's trace.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(r.URL.Path) >= 4 && r.URL.Path[:4] == "/v1/" {
 		s.requests.Add(1)
+	}
+	if tp := r.Header.Get("Traceparent"); tp != "" {
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("traceparent", tp))
 	}
 	s.mux.ServeHTTP(w, r)
 }

@@ -119,6 +119,9 @@ type Config struct {
 	// GroupCommitWorkers is how many groups may be in flight at once
 	// (default 2); each waits for nothing but the previous group.
 	GroupCommitWorkers int
+	// Observer is told what the service does, for metrics and traces
+	// (default: nothing is observed).
+	Observer Observer
 }
 
 // Service runs the use cases. It is safe for concurrent use and holds no
@@ -129,6 +132,7 @@ type Service struct {
 	warehouse fulfillment.Warehouse
 	cfg       Config
 	creates   *groupCommit // nil when group commit is off
+	obs       Observer
 }
 
 // New returns a Service over st, charging through gw and shipping through wh.
@@ -166,7 +170,10 @@ func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Confi
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	svc := &Service{store: st, gateway: gw, warehouse: wh, cfg: cfg}
+	svc := &Service{store: st, gateway: gw, warehouse: wh, cfg: cfg, obs: cfg.Observer}
+	if svc.obs == nil {
+		svc.obs = nopObserver{}
+	}
 	if cfg.GroupCommit {
 		svc.creates = newGroupCommit(st, cfg.GroupCommitMaxBatch, cfg.GroupCommitWorkers)
 	}
@@ -256,7 +263,9 @@ func (s *Service) List(ctx context.Context, tenantID string, f order.Filter) ([]
 // Create validates in and creates the order, claiming key in the same
 // transaction. Errors: EInvalid (not stored), EKeyReused, EKeyExpired,
 // EUnavailable.
-func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.Key, in order.NewOrderInput) (Result, error) {
+func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.Key, in order.NewOrderInput) (_ Result, err error) {
+	ctx, end := s.obs.StartOperation(ctx, idempotency.OpCreate)
+	defer func() { end(err) }()
 	now := s.cfg.Now()
 	o, err := order.New(tenantID, in, now)
 	if err != nil {
@@ -273,8 +282,14 @@ func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.K
 		return Result{}, err
 	}
 	if held != nil {
-		return s.held(ctx, key, *held, now)
+		res, err := s.held(ctx, key, *held, now)
+		s.observeHeld(idempotency.OpCreate, res, err)
+		return res, err
 	}
+	if rec != nil {
+		s.observeClaim(idempotency.OpCreate, *rec)
+	}
+	s.obs.Transition(eventCreate, "", o.State)
 	return Result{Order: o, KeyExpiresAt: expiry(rec)}, nil
 }
 

@@ -104,7 +104,10 @@ var operations = map[order.Event]idempotency.Operation{
 //     the token, so a worker whose lease was taken over cannot write.
 //
 // A replay is phase 1 alone: the holder comes back with its order.
-func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func(order.Order) error, eff effect) (Result, error) {
+func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func(order.Order) error, eff effect) (_ Result, err error) {
+	op := operations[ev]
+	ctx, end := s.obs.StartOperation(ctx, op)
+	defer func() { end(err) }()
 	if !order.ValidID(c.OrderID) {
 		return Result{}, notFound(store.ErrNotFound, c.OrderID)
 	}
@@ -115,7 +118,7 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 		// gets a private key nobody can replay.
 		key = idempotency.Key{Value: "anon:" + uuid.NewString(), Derived: true}
 	}
-	claim := s.claim(c.TenantID, key, now, operations[ev], c.OrderID)
+	claim := s.claim(c.TenantID, key, now, op, c.OrderID)
 	claim.LockedUntil = now.Add(s.cfg.LeaseDuration)
 	st, err := s.store.StartLeased(ctx, claim, eff.intent(c.OrderID, now))
 	if err != nil {
@@ -123,6 +126,7 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 	}
 	if !st.Acquired && st.Key.State == idempotency.StateInProgress && st.Key.Fingerprint == key.Fingerprint {
 		if wait := min(c.Wait, s.cfg.MaxWait); wait > 0 {
+			s.obs.KeyEvent(KeyWaited, op)
 			rec := s.awaitHolder(ctx, st.Key, wait)
 			if rec.State == idempotency.StateRetryableFailure || rec.State == idempotency.StateUnknownOutcome {
 				// The holder let go without an outcome: this request,
@@ -140,7 +144,12 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 		}
 	}
 	if !st.Acquired {
-		return s.held(ctx, key, store.Holder{Record: st.Key, Order: st.Order}, now)
+		res, err := s.held(ctx, key, store.Holder{Record: st.Key, Order: st.Order}, now)
+		s.observeHeld(op, res, err)
+		return res, err
+	}
+	if !anonymous {
+		s.observeClaim(op, st.Key)
 	}
 	if st.Key.ResourceID != c.OrderID {
 		return Result{}, fmt.Errorf("lease on key for %s resumed for %s", st.Key.ResourceID, c.OrderID)
@@ -210,7 +219,9 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 			return s.completeFinal(ctx, rec, lease, o, err, nil, carry)
 		}
 		if d.Outcome == statemachine.NoOp {
-			return s.completeOK(ctx, rec, lease, o, nil, carry)
+			res, err := s.completeOK(ctx, rec, lease, o, nil, carry)
+			s.observeTransition(ev, o.State, o.State, err)
+			return res, err
 		}
 		next := o.Apply(d.To, now)
 		a := eff.attempt(o, d, now)
@@ -225,6 +236,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		}
 		if a == nil {
 			res, err := s.completeOK(ctx, rec, lease, next, &next, carry)
+			s.observeTransition(ev, o.State, next.State, err)
 			switch {
 			case errors.Is(err, store.ErrVersionConflict):
 				continue
@@ -248,6 +260,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 			case errors.Is(err, store.ErrAttemptInFlight):
 				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, busy(o))
 			case err != nil:
+				s.observeFencing(rec.Operation, err)
 				return s.lost(err)
 			}
 		}
@@ -267,6 +280,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 		case succeeded:
 			upd.Status = store.AttemptSucceeded
 			res, err := s.completeOK(ctx, rec, lease, next, &next, upd)
+			s.observeTransition(ev, o.State, next.State, err)
 			if errors.Is(err, store.ErrVersionConflict) {
 				// Another request moved the order; the effect stands and
 				// deciding again gives the no-op (or the refund).
@@ -345,6 +359,7 @@ func (s *Service) settled(a store.Attempt) callResult {
 func (s *Service) completeOK(ctx context.Context, rec idempotency.Record, lease store.Lease, o order.Order, next *order.Order, upd *store.AttemptUpdate) (Result, error) {
 	out := idempotency.Record{ResourceID: o.ID}
 	if err := s.finish(ctx, lease, &out, "", next, upd); err != nil {
+		s.observeFencing(rec.Operation, err)
 		if errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
 			return Result{}, err
 		}
@@ -361,6 +376,7 @@ func (s *Service) completeFinal(ctx context.Context, rec idempotency.Record, lea
 	}
 	out := idempotency.Record{ResourceID: o.ID, ErrorCode: oe.Code, ErrorDetail: oe.Message}
 	if err := s.finish(ctx, lease, &out, "", next, upd); err != nil {
+		s.observeFencing(rec.Operation, err)
 		if errors.Is(err, store.ErrVersionConflict) {
 			return Result{}, err
 		}
@@ -373,6 +389,7 @@ func (s *Service) completeFinal(ctx context.Context, rec idempotency.Record, lea
 // 409: nothing final happened, so nothing is stored).
 func (s *Service) release(ctx context.Context, rec idempotency.Record, lease store.Lease, to idempotency.State, upd *store.AttemptUpdate, cause error) (Result, error) {
 	if err := s.finish(ctx, lease, nil, to, nil, upd); err != nil {
+		s.observeFencing(rec.Operation, err)
 		if errors.Is(err, store.ErrLeaseLost) {
 			return s.lost(err)
 		}
@@ -440,17 +457,26 @@ func (s *Service) payEffect(method string, amount *int64, currency string) effec
 		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
 			if a.Status == store.AttemptUnknown || s.unresolved(a) {
 				// Never charge blindly again: ask first.
-				ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
-				if !errors.Is(err, payment.ErrChargeNotFound) {
+				notFound := false
+				r := s.provider(ctx, ProviderChargeLookup, func(ctx context.Context) callResult {
+					ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
+					if notFound = errors.Is(err, payment.ErrChargeNotFound); notFound {
+						return callResult{class: rejected}
+					}
 					return s.classifyCharge(ch, err)
+				})
+				if !notFound {
+					return r
 				}
 				if s.unresolved(a) {
 					return callResult{class: attention, err: needsAttention(a)}
 				}
 			}
-			ch, err := s.gateway.Charge(ctx, payment.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: a.OrderID,
-				Amount: a.Amount, Currency: a.Currency, PaymentMethod: a.PaymentMethod})
-			return s.classifyCharge(ch, err)
+			return s.provider(ctx, ProviderCharge, func(ctx context.Context) callResult {
+				ch, err := s.gateway.Charge(ctx, payment.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: a.OrderID,
+					Amount: a.Amount, Currency: a.Currency, PaymentMethod: a.PaymentMethod})
+				return s.classifyCharge(ch, err)
+			})
 		},
 	}
 }
@@ -487,16 +513,25 @@ func (s *Service) shipEffect() effect {
 		},
 		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
 			if a.Status == store.AttemptUnknown || s.unresolved(a) {
-				sh, err := s.warehouse.Lookup(ctx, a.ProviderKey)
-				if !errors.Is(err, fulfillment.ErrShipmentNotFound) {
+				notFound := false
+				r := s.provider(ctx, ProviderShipmentLookup, func(ctx context.Context) callResult {
+					sh, err := s.warehouse.Lookup(ctx, a.ProviderKey)
+					if notFound = errors.Is(err, fulfillment.ErrShipmentNotFound); notFound {
+						return callResult{class: rejected}
+					}
 					return s.classifyShipment(sh, err)
+				})
+				if !notFound {
+					return r
 				}
 				if s.unresolved(a) {
 					return callResult{class: attention, err: needsAttention(a)}
 				}
 			}
-			sh, err := s.warehouse.Ship(ctx, fulfillment.ShipmentRequest{IdempotencyKey: a.ProviderKey, OrderID: o.ID, Items: o.Items})
-			return s.classifyShipment(sh, err)
+			return s.provider(ctx, ProviderShip, func(ctx context.Context) callResult {
+				sh, err := s.warehouse.Ship(ctx, fulfillment.ShipmentRequest{IdempotencyKey: a.ProviderKey, OrderID: o.ID, Items: o.Items})
+				return s.classifyShipment(sh, err)
+			})
 		},
 	}
 }
@@ -566,18 +601,20 @@ func (s *Service) refundEffect() effect {
 				}
 				return callResult{class: attention, err: needsAttention(a)}
 			}
-			rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: a.ProviderKey,
-				ChargeKey: charge, Amount: o.Amount})
-			switch {
-			case err == nil:
-				return callResult{class: succeeded, ref: rf.ID}
-			case errors.Is(err, payment.ErrChargeNotFound):
-				return callResult{class: rejected, err: refundRejected()}
-			case payment.IsUnknownOutcome(err):
-				return callResult{class: unknown, err: unknownErr("payment provider")}
-			default:
-				return callResult{class: retryable, err: s.unavailable("payment provider", err)}
-			}
+			return s.provider(ctx, ProviderRefund, func(ctx context.Context) callResult {
+				rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: a.ProviderKey,
+					ChargeKey: charge, Amount: o.Amount})
+				switch {
+				case err == nil:
+					return callResult{class: succeeded, ref: rf.ID}
+				case errors.Is(err, payment.ErrChargeNotFound):
+					return callResult{class: rejected, err: refundRejected()}
+				case payment.IsUnknownOutcome(err):
+					return callResult{class: unknown, err: unknownErr("payment provider")}
+				default:
+					return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+				}
+			})
 		},
 	}
 }
@@ -620,9 +657,20 @@ func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, versi
 			return nil
 		}
 	}
-	_, err = s.gateway.Refund(ctx, payment.RefundRequest{
+	pctx, end := s.obs.StartProviderCall(ctx, ProviderRefund)
+	_, err = s.gateway.Refund(pctx, payment.RefundRequest{
 		IdempotencyKey: refundKey(o.ID), ChargeKey: a.ProviderKey, Amount: a.Amount,
 	})
+	switch {
+	case err == nil:
+		end(OutcomeApproved)
+	case errors.Is(err, payment.ErrChargeNotFound):
+		end(OutcomeRejected)
+	case payment.IsUnknownOutcome(err):
+		end(OutcomeUnknown)
+	default:
+		end(OutcomeRetryable)
+	}
 	switch {
 	case err == nil:
 		s.cfg.Logger.Info("refunded a charge of an order being cancelled", "order_id", o.ID, "provider_key", a.ProviderKey)

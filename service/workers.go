@@ -26,10 +26,14 @@ import (
 // a time, only when a worker is free to drive them, and only within one
 // lease duration from the start of the pass, so no key waits in the pass
 // while its lease runs out (each drive is itself bounded by the lease).
-func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (int, error) {
+func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (taken int, firstErr error) {
 	start := time.Now()
-	taken := 0
-	var firstErr error
+	defer func() {
+		if firstErr == nil && s.cfg.Observer != nil {
+			b, ok, _ := s.Backlog(ctx)
+			s.obs.CompleterPass(time.Since(start), taken, b, ok)
+		}
+	}()
 	for taken < limit && time.Since(start) < s.cfg.LeaseDuration && ctx.Err() == nil {
 		now := s.cfg.Now()
 		recs, err := s.store.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: now.Add(s.cfg.LeaseDuration),
@@ -57,6 +61,7 @@ func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (int, error) 
 // recoverKey drives one key the completer took over. It returns an error only
 // when the store failed; the outcome of the drive itself is logged.
 func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record) error {
+	s.obs.KeyEvent(KeyLeaseTakeover, rec.Operation)
 	lease := store.LeaseOf(rec)
 	if rec.RecoveryPoint != idempotency.RecoveryAttemptRecorded || rec.AttemptKey == "" {
 		if err := s.store.ReleaseKey(ctx, lease, idempotency.StateRetryableFailure); err != nil && !errors.Is(err, store.ErrLeaseLost) {
@@ -109,7 +114,11 @@ func outcomeOf(err error) string {
 // limit rows per step (see store.Store.Sweep): completed client keys past
 // retention become tombstones for Config.TombstoneTTL, then are deleted.
 func (s *Service) SweepKeys(ctx context.Context, limit int) (store.SweepResult, error) {
-	return s.store.Sweep(ctx, s.cfg.Now(), s.cfg.TombstoneTTL, limit)
+	res, err := s.store.Sweep(ctx, s.cfg.Now(), s.cfg.TombstoneTTL, limit)
+	if err == nil {
+		s.obs.SweepPass(res)
+	}
+	return res, err
 }
 
 // KeyState is the state of an idempotency key as GET

@@ -11,6 +11,11 @@
 // served at once (one more is a 503 with Retry-After), each has a deadline
 // of -request-timeout, and on PostgreSQL a pool of -db-max-conns connections
 // whose sessions carry statement_timeout and lock_timeout.
+//
+// A second listener, -admin-addr (default 127.0.0.1:9090; empty disables
+// it), serves /metrics, /debug/pprof/, /healthz and /readyz. Traces are
+// exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (package
+// observe).
 package main
 
 import (
@@ -34,10 +39,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/peterbourgon/ff/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/observe"
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/paysim/simulator"
@@ -73,6 +80,7 @@ func main() {
 // Config is orderd's configuration, parsed once by ParseConfig.
 type Config struct {
 	Addr              string
+	AdminAddr         string // admin listener (/metrics, /debug/pprof/, probes); empty disables it
 	DatabaseURL       string
 	DataDir           string
 	APIKeys           map[string]string // API key → tenant
@@ -117,6 +125,7 @@ type Config struct {
 	CommandsNATSURL string
 	CommandsStream  string
 	CommandsDurable string
+	tracerProvider  trace.TracerProvider // tests: replaces the one the environment selects
 }
 
 // Defaults of the load bounds.
@@ -149,6 +158,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		replicas = fs.String("database-replica-urls", "", "postgres:// URLs of streaming replicas of -database-url, comma-separated; only GET /v1/orders and GET /v1/orders/{id} read from them")
 	)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (env ORDERD_ADDR)")
+	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, "admin listen address for /metrics, /debug/pprof/, /healthz and /readyz; empty disables it")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres:// URL; empty selects the embedded store (env ORDERD_DATABASE_URL)")
 	fs.StringVar(&c.DataDir, "data-dir", "data", "directory of the embedded store's file (env ORDERD_DATA_DIR)")
 	fs.DurationVar(&c.KeyTTL, "idempotency-key-ttl", idempotency.DefaultKeyTTL, "retention of client-sent idempotency keys")
@@ -187,6 +197,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ORDERD")); err != nil {
 		return c, err
 	}
+	emptyAdminAddr(fs, &c)
 	c.Policy = idempotency.Policy(*policy)
 	if !c.Policy.Valid() {
 		return c, fmt.Errorf("-idempotency-policy (ORDERD_IDEMPOTENCY_POLICY) must be derive, require or off, not %q", *policy)
@@ -329,15 +340,24 @@ func parseAPIKeys(spec string) (map[string]string, error) {
 
 // Run serves until ctx is done, then shuts down gracefully.
 func Run(ctx context.Context, c Config, logOut io.Writer) error {
-	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel}))
-	st, attrs, err := openStore(ctx, c, log)
+	tel, err := startTelemetry(ctx, c, logOut)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.shutdown(sctx) // flushes the spans still batched
+	}()
+	log := tel.log
+	st, attrs, err := openStore(ctx, c, tel)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	log.Info("store ready", attrs...)
 
-	gw, wh, err := providers(c)
+	gw, wh, err := providers(c, tel)
 	if err != nil {
 		return err
 	}
@@ -345,6 +365,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
 		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
 		GroupCommit: c.GroupCommit, UnresolvedAfter: c.UnresolvedAfter, CompleterParallel: c.CompleterParallel,
+		Observer: observe.NewObserver(tel.metrics, tel.tp),
 	})
 	defer svc.Close() // before the store closes (deferred earlier, so it runs later)
 	workers := startBackground(ctx)
@@ -377,6 +398,11 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopAdmin, err := startAdmin(c, tel.metrics, svc, log)
+	if err != nil {
+		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR): %w", err)
+	}
+	defer stopAdmin(context.Background())
 	apiCfg := api.Config{
 		Events:         endpoints,
 		APIKeys:        c.APIKeys,
@@ -390,7 +416,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	if c.ProviderWebhookSecret != "" {
 		apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
 	}
-	handler := api.New(svc, apiCfg)
+	handler := observe.HTTP(api.New(svc, apiCfg), tel.metrics, tel.tp)
 	if c.CommandsNATSURL != "" {
 		stopCommands, err := startCommands(workers.ctx, c, svc, apiCfg, log)
 		if err != nil {
@@ -442,18 +468,19 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 
 // providers returns the payment gateway and warehouse: HTTP clients of the
 // configured provider, or the built-in simulators.
-func providers(c Config) (payment.Gateway, fulfillment.Warehouse, error) {
+func providers(c Config, tel *telemetry) (payment.Gateway, fulfillment.Warehouse, error) {
 	var gw payment.Gateway = simulator.NewGateway()
 	var wh fulfillment.Warehouse = simulator.NewWarehouse()
+	hc := paysimclient.WithHTTPClient(observe.ProviderClient(tel.tp))
 	if c.PaymentURL != "" {
-		g, err := paysimclient.NewGateway(c.PaymentURL, paysimclient.WithTimeout(c.ProviderTimeout))
+		g, err := paysimclient.NewGateway(c.PaymentURL, paysimclient.WithTimeout(c.ProviderTimeout), hc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("-payment-url: %w", err)
 		}
 		gw = g
 	}
 	if c.WarehouseURL != "" {
-		w, err := paysimclient.NewWarehouse(c.WarehouseURL, paysimclient.WithTimeout(c.ProviderTimeout))
+		w, err := paysimclient.NewWarehouse(c.WarehouseURL, paysimclient.WithTimeout(c.ProviderTimeout), hc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("-warehouse-url: %w", err)
 		}
@@ -506,8 +533,9 @@ func (b *background) stop() {
 }
 
 // openStore opens the configured store and returns it with log attributes
-// describing it.
-func openStore(ctx context.Context, c Config, log *slog.Logger) (store.Store, []any, error) {
+// describing it. On PostgreSQL, statements are traced and counted, and the
+// pool's statistics exported, through tel.
+func openStore(ctx context.Context, c Config, tel *telemetry) (store.Store, []any, error) {
 	if c.DatabaseURL == "" {
 		st, err := sqlite.Open(ctx, c.DataDir)
 		return st, []any{"store", "sqlite"}, err
@@ -516,10 +544,11 @@ func openStore(ctx context.Context, c Config, log *slog.Logger) (store.Store, []
 	if err != nil {
 		return nil, nil, err
 	}
+	pc.ConnConfig.Tracer = observe.NewPgxTracer(tel.metrics, tel.tp)
 	rp := pc.ConnConfig.RuntimeParams
 	attrs := []any{"store", "postgres", "pool_max_conns", pc.MaxConns, "pool_min_conns", pc.MinConns,
 		"statement_timeout", rp["statement_timeout"], "lock_timeout", rp["lock_timeout"], "replicas", len(c.ReplicaURLs)}
-	rc := postgres.ReplicaConfig{MaxLag: c.ReplicaMaxLag, CheckInterval: c.ReplicaCheckInterval, Logger: log}
+	rc := postgres.ReplicaConfig{MaxLag: c.ReplicaMaxLag, CheckInterval: c.ReplicaCheckInterval, Logger: tel.log}
 	for i, u := range c.ReplicaURLs {
 		rpc, err := poolConfig(c, u, fmt.Sprintf("-database-replica-urls (ORDERD_DATABASE_REPLICA_URLS) replica %d", i+1))
 		if err != nil {
@@ -528,8 +557,12 @@ func openStore(ctx context.Context, c Config, log *slog.Logger) (store.Store, []
 		rc.Replicas = append(rc.Replicas, rpc)
 	}
 	st, err := postgres.OpenConfig(ctx, pc)
-	if err != nil || len(rc.Replicas) == 0 {
-		return st, attrs, err
+	if err != nil {
+		return nil, nil, err
+	}
+	tel.metrics.Registry().MustRegister(observe.NewPoolCollector(st.Pool()))
+	if len(rc.Replicas) == 0 {
+		return st, attrs, nil
 	}
 	rst, err := postgres.OpenReplicated(ctx, st, rc)
 	if err != nil {

@@ -34,7 +34,7 @@ func start(t *testing.T, env ...string) *process {
 	t.Helper()
 	bin := proctest.Build(t, "github.com/orderly/orderly/cmd/orderd")
 	p := proctest.Start(t, bin, append(os.Environ(), append([]string{
-		"ORDERD_ADDR=127.0.0.1:0", "ORDERD_API_KEYS=tenant_p:" + testKey,
+		"ORDERD_ADDR=127.0.0.1:0", "ORDERD_ADMIN_ADDR=127.0.0.1:0", "ORDERD_API_KEYS=tenant_p:" + testKey,
 	}, env...)...))
 	return &process{Process: p, addr: p.Addr()}
 }

@@ -92,7 +92,7 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		payURL = "http://" + p.Addr()
 	}
 	for i := range cfg.N {
-		env := []string{"ORDERD_ADDR=127.0.0.1:0", "ORDERD_API_KEYS=" + cfg.APIKeys,
+		env := []string{"ORDERD_ADDR=127.0.0.1:0", "ORDERD_ADMIN_ADDR=127.0.0.1:0", "ORDERD_API_KEYS=" + cfg.APIKeys,
 			"ORDERD_PROVIDER_TIMEOUT=2s", "ORDERD_LEASE=6s", "ORDERD_COMPLETER_INTERVAL=1s"}
 		if cfg.DatabaseURL != "" {
 			env = append(env, "ORDERD_DATABASE_URL="+cfg.DatabaseURL)

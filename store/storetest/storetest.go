@@ -125,6 +125,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		testInbox(t, open)
 	})
+	t.Run("Backlog", func(t *testing.T) {
+		t.Parallel()
+		testBacklog(t, open)
+	})
 }
 
 func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {

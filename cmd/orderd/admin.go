@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/orderly/orderly/observe"
+	"github.com/orderly/orderly/service"
+)
+
+// DefaultAdminAddr is the default address of the admin listener: loopback
+// only, since /debug/pprof/ and /metrics are for operators.
+const DefaultAdminAddr = "127.0.0.1:9090"
+
+// emptyAdminAddr applies ORDERD_ADMIN_ADDR set but empty, which ff skips
+// as unset: it disables the admin listener unless -admin-addr was given.
+func emptyAdminAddr(fs *flag.FlagSet, c *Config) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "admin-addr" })
+	if v, set := os.LookupEnv("ORDERD_ADMIN_ADDR"); set && v == "" && !given {
+		c.AdminAddr = ""
+	}
+}
+
+// telemetry is what orderd observes itself with: the metrics, the tracer
+// provider, and the logger whose records carry trace and request ids.
+type telemetry struct {
+	metrics  *observe.Metrics
+	tp       trace.TracerProvider
+	log      *slog.Logger
+	shutdown func(context.Context) error
+}
+
+// startTelemetry sets up the metrics, the tracer provider (OTLP export
+// when OTEL_EXPORTER_OTLP_ENDPOINT is set, a no-op otherwise; it also
+// becomes the global one, with the W3C propagators) and the logger.
+func startTelemetry(ctx context.Context, c Config, logOut io.Writer) (*telemetry, error) {
+	tp, shutdown, err := observe.Tracing(ctx, "orderd")
+	if err != nil {
+		return nil, err
+	}
+	if c.tracerProvider != nil {
+		tp = c.tracerProvider
+	}
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(observe.Propagator)
+	h := slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel})
+	return &telemetry{
+		metrics:  observe.NewMetrics(),
+		tp:       tp,
+		log:      slog.New(observe.LogHandler(h)),
+		shutdown: shutdown,
+	}, nil
+}
+
+// adminHandler serves the operators' endpoints: /metrics (Prometheus),
+// /debug/pprof/ (net/http/pprof), /healthz (the process is up) and
+// /readyz (the store answers).
+func adminHandler(m *observe.Metrics, svc *service.Service) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "application/json")
+		if err := svc.Ping(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"status":"unavailable"}`+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, `{"status":"ready"}`+"\n")
+	})
+	return mux
+}
+
+// startAdmin serves adminHandler on c.AdminAddr (nothing when it is empty)
+// and returns the function that stops it. It logs
+// {"msg":"admin listening","addr":…}.
+func startAdmin(c Config, m *observe.Metrics, svc *service.Service, log *slog.Logger) (stop func(context.Context), err error) {
+	if c.AdminAddr == "" {
+		return func(context.Context) {}, nil
+	}
+	ln, err := net.Listen("tcp", c.AdminAddr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{
+		Handler:           adminHandler(m, svc),
+		ReadHeaderTimeout: 5 * time.Second,
+		// No WriteTimeout: /debug/pprof/profile and /trace stream for as
+		// long as asked (?seconds=).
+		IdleTimeout: 120 * time.Second,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("admin listening", "addr", ln.Addr().String())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin listener failed", "err", err)
+		}
+	}()
+	return func(ctx context.Context) { _ = srv.Shutdown(ctx) }, nil
+}
