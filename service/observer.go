@@ -112,10 +112,10 @@ func (nopObserver) StartProviderCall(ctx context.Context, _ ProviderOp) (context
 	return ctx, func(ProviderOutcome) {}
 }
 
-func (nopObserver) KeyEvent(KeyEvent, idempotency.Operation)              {}
-func (nopObserver) Transition(order.Event, order.State, order.State)      {}
+func (nopObserver) KeyEvent(KeyEvent, idempotency.Operation)                  {}
+func (nopObserver) Transition(order.Event, order.State, order.State)          {}
 func (nopObserver) CompleterPass(time.Duration, int, store.WorkBacklog, bool) {}
-func (nopObserver) SweepPass(store.SweepResult)                           {}
+func (nopObserver) SweepPass(store.SweepResult)                               {}
 
 // outcomes maps a provider call's class to its outcome.
 var outcomes = map[class]ProviderOutcome{
