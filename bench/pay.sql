@@ -2,7 +2,8 @@
 -- What POST /v1/orders/{id}/pay with a new key costs the database with the built-in simulator
 -- (no network call): phase 1 (StartLeased: acquire the key, lock the order, record the charge,
 -- read back) and phase 3 (complete the key, compare-and-set the order, check no other open
--- attempt, settle the charge), each one pipeline = one round trip and one implicit transaction,
+-- attempt, append order.paid to the outbox, settle the charge), each one pipeline = one round trip
+-- and one implicit transaction,
 -- as the store sends them. Run after bench/pay_setup.sql with
 -- pgbench -n -M prepared -c C -j 2 -T 10 -D i=0 -D clients=C -f bench/pay.sql "$DATABASE_URL"
 \set i :i + 1
@@ -58,9 +59,9 @@ WITH target AS (
     SELECT t.* FROM target t
     WHERE (t.attempt_key IS NULL OR t.attempt_key = t.provider_key)
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.order_id = t.id
-                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown'))
+                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown', 'needs_attention'))
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.provider_key = t.provider_key
-                      AND a.payment_method <> ('pm_card_visa')::text AND a.status IN ('pending', 'unknown'))
+                      AND a.payment_method <> ('pm_card_visa')::text AND a.status IN ('pending', 'unknown', 'needs_attention'))
 ), recorded AS (
     INSERT INTO provider_attempts (provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at)
     SELECT provider_key, tenant_id, id, ('charge')::text, 'pending', amount, currency, ('pm_card_visa')::text, NULL, NULL, (now())::timestamptz, (now())::timestamptz
@@ -96,7 +97,19 @@ WITH w AS (
 )
 SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'version_conflict');
 SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
-    WHERE order_id = ('ord_pgbpay_' || :n) AND provider_key <> ('ord_pgbpay_' || :n || '/pay/1') AND status IN ('pending', 'unknown')), 'attempt_in_flight');
+    WHERE order_id = ('ord_pgbpay_' || :n) AND provider_key <> ('ord_pgbpay_' || :n || '/pay/1') AND status IN ('pending', 'unknown', 'needs_attention')), 'attempt_in_flight');
+WITH ev AS (
+    INSERT INTO order_events (id, tenant_id, order_id, sequence, type, created_at, body)
+    VALUES (('evt_pay_' || :n)::text, ('pgbench')::text, ('ord_pgbpay_' || :n)::text, (2)::bigint, ('order.paid')::text, (now())::timestamptz, (jsonb_build_object('id', 'evt_pay_' || :n, 'type', 'order.paid', 'tenant_id', 'pgbench', 'order_id', 'ord_pgbpay_' || :n, 'order_version', 2, 'sequence', 2, 'created_at', now(), 'data', jsonb_build_object('id', 'ord_pgbpay_' || :n, 'customer_id', 'pgb-pay', 'currency', 'USD', 'items', jsonb_build_array(jsonb_build_object('sku', 'sku_1', 'quantity', 2, 'unit_price', 1250)), 'amount', 2 * 1250, 'state', 'PAID', 'version', 2, 'created_at', now()))::text)::text)
+    RETURNING id, tenant_id, order_id, sequence, type, created_at
+), fan AS (
+    INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant_id, order_id, sequence, status, next_attempt_at,
+                                    created_at, updated_at)
+    SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', ev.created_at, ev.created_at, ev.created_at
+    FROM ev JOIN webhook_endpoints w ON w.tenant_id = ev.tenant_id AND w.disabled_reason IS NULL
+        AND ev.type = ANY (w.event_types)
+)
+SELECT 1;
 UPDATE provider_attempts SET status = ('succeeded'), provider_ref = COALESCE(('ch_sim_' || 'ord_pgbpay_' || :n), provider_ref),
     error_code = (NULL), updated_at = (now())
 WHERE provider_key = ('ord_pgbpay_' || :n || '/pay/1') AND status NOT IN ('succeeded', 'declined', 'rejected');

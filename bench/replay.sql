@@ -16,6 +16,16 @@ WITH claim AS (
     SELECT ('ord_' || left(encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'), 32)), ('pgbench'), ('pgb-replay'), ('USD'), (jsonb_build_array(jsonb_build_object('sku', 'sku_1', 'quantity', 2::bigint, 'unit_price', 1250))), (2::bigint * 1250), ('RCVD'), (1), (now()), (NULL), (NULL), (NULL)
     WHERE EXISTS (SELECT 1 FROM claim)
     RETURNING 1
+), ev AS (
+    INSERT INTO order_events (id, tenant_id, order_id, sequence, type, created_at, body)
+    SELECT ('evt_' || left(encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'), 32))::text, ('pgbench')::text, ('ord_' || left(encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'), 32))::text, (1)::bigint, 'order.created', (now())::timestamptz, (jsonb_build_object('id', 'evt_' || left(encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'), 32), 'type', 'order.created', 'tenant_id', 'pgbench', 'order_id', 'ord_' || left(encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'), 32), 'order_version', 1, 'sequence', 1, 'created_at', now(), 'data', jsonb_build_object('id', 'ord_' || left(encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'), 32), 'customer_id', 'pgb-replay', 'currency', 'USD', 'items', jsonb_build_array(jsonb_build_object('sku', 'sku_1', 'quantity', 2::bigint, 'unit_price', 1250)), 'amount', 2::bigint * 1250, 'state', 'RCVD', 'version', 1, 'created_at', now()))::text)::text FROM created
+    RETURNING id, tenant_id, order_id, sequence, type, created_at
+), fan AS (
+    INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant_id, order_id, sequence, status, next_attempt_at,
+                                    created_at, updated_at)
+    SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', ev.created_at, ev.created_at, ev.created_at
+    FROM ev JOIN webhook_endpoints w ON w.tenant_id = ev.tenant_id AND w.disabled_reason IS NULL
+        AND ev.type = ANY (w.event_types)
 )
 SELECT EXISTS (SELECT 1 FROM claim), k.tenant_id, k.key_hash, k.fingerprint, k.derived, k.state, k.operation, k.resource_id, k.error_code, k.error_detail, k.locked_until, k.fencing_token, k.recovery_point, k.attempt_key, k.created_at, k.expires_at, k.tombstone_until, o.id, o.tenant_id, o.customer_id, o.currency, o.items, o.amount, o.state, o.version, o.created_at, o.paid_at, o.fulfilled_at, o.cancelled_at
 FROM (SELECT 1) AS one

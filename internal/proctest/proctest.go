@@ -11,6 +11,8 @@ import (
 	"context"
 	"os"
 	"path"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,9 +76,17 @@ type Process struct {
 // Start runs bin with args and env (the whole environment; nil inherits
 // this process's) and waits, at most 60s, until it logs that it listens.
 // Its stderr is kept as its log. The process is killed when t ends if it
-// still runs.
+// still runs. Unless env sets ORDERD_ADMIN_ADDR, orderd's admin listener
+// takes a free port: tests run several orderd at once and never bind a
+// fixed port.
 func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	t.Helper()
+	if env == nil {
+		env = os.Environ()
+	}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "ORDERD_ADMIN_ADDR=") }) {
+		env = append(slices.Clip(env), "ORDERD_ADMIN_ADDR=127.0.0.1:0")
+	}
 	p, err := spawn.Start(spawn.Config{Bin: bin, Args: args, Env: env})
 	if err != nil {
 		t.Fatal(err)
