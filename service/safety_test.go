@@ -56,6 +56,9 @@ func TestCompleterIsFair(t *testing.T) {
 		}
 		dead := f.order(t)
 		crashPay(t, f, dead, "D")
+		// Its worker may have sent the charge before dying: the completer
+		// asks first, and the provider answers for this one.
+		f.gw.lookupUp.Store(dead.ID+"/pay/1", true)
 		f.clk.Advance(11 * time.Second) // the crashed pay's lease expires
 
 		b, err := f.svc.CompleterBacklog(ctx)

@@ -47,12 +47,14 @@ type gateway struct {
 	// failAfterCapture: every Charge captures and then answers a
 	// retryable 5xx.
 	failAfterCapture atomic.Bool
-	// lookupDown: every Lookup fails (the outcome cannot be learned).
+	// lookupDown: every Lookup fails (the outcome cannot be learned),
+	// but for the provider keys in lookupUp.
 	lookupDown atomic.Bool
+	lookupUp   sync.Map
 }
 
 func (g *gateway) Lookup(ctx context.Context, key string) (payment.Charge, error) {
-	if g.lookupDown.Load() {
+	if _, up := g.lookupUp.Load(key); g.lookupDown.Load() && !up {
 		return payment.Charge{}, &payment.ProviderError{Retryable: true, Err: errors.New("lookup unavailable")}
 	}
 	return g.Gateway.Lookup(ctx, key)
@@ -472,6 +474,44 @@ func TestRefundRefusedForGoodIsFinal(t *testing.T) {
 		}
 		if got, _ := f.st.GetOrder(ctx, "t1", o.ID); got.State != order.Paid {
 			t.Fatalf("order is %s, want PAID", got.State)
+		}
+	})
+}
+
+// TestPendingAttemptOfACrashedHolderStaysOpen: a worker recorded a charge
+// and died mid-call (its request may be at the provider, or still being
+// processed there). Whoever resumes it asks first, and a retryable answer
+// to the charge sent again does not close the attempt as "nothing
+// happened": it stays unknown, so no other provider call (a refund, a
+// shipment) can start on the order until the provider has answered.
+func TestPendingAttemptOfACrashedHolderStaysOpen(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		in := service.PayInput{Amount: o.Amount, Currency: o.Currency, PaymentMethod: simulator.MethodProviderError}
+		// The crashed worker's phase 1: key leased, charge recorded pending.
+		now := f.clk.Now()
+		amount := o.Amount
+		claim := idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey("crashed"), Fingerprint: "fp-crashed",
+			Operation: idempotency.OpPay, ResourceID: o.ID, CreatedAt: now.UTC().Truncate(time.Microsecond),
+			ExpiresAt: now.Add(time.Hour), LockedUntil: now.Add(10 * time.Second)}
+		st, err := f.st.StartLeased(ctx, claim, store.Intent{From: order.Received, Kind: store.AttemptCharge,
+			ProviderKeyPrefix: o.ID + "/pay/", Versioned: true, Amount: &amount, Currency: o.Currency,
+			PaymentMethod: in.PaymentMethod, At: now})
+		if err != nil || !st.Acquired || st.Attempt == nil {
+			t.Fatalf("crashed worker's phase 1 = %+v, %v", st, err)
+		}
+		f.clk.Advance(time.Minute) // its lease runs out
+		if _, err := f.svc.RecoverAbandoned(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		a, err := f.st.GetAttempt(ctx, st.Attempt.ProviderKey)
+		if err != nil || a.Status != store.AttemptUnknown {
+			t.Fatalf("attempt after a retryable answer = %s, %v; want unknown (still open)", a.Status, err)
+		}
+		_, err = f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("cancel-1")})
+		if apperr.ErrorCode(err) != apperr.EOrderBusy {
+			t.Fatalf("cancel beside the open charge = %v; want order_busy", err)
 		}
 	})
 }

@@ -246,9 +246,10 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 			return res, err
 		}
 		var stored store.Attempt
+		openedAt := a.UpdatedAt // when this request would open the attempt
 		if i == 0 && first != nil && prior != nil && first.Key.AttemptKey == a.ProviderKey && prior.ProviderKey == a.ProviderKey {
 			// Phase 1 recorded this attempt (or found it recorded).
-			stored = *prior
+			stored, openedAt = *prior, first.IntentAt
 		} else {
 			// Phase 1 did not record it (its guard refused, or this is a
 			// later decision): record it now, with the precise reason
@@ -265,6 +266,15 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Ev
 			}
 		}
 
+		if stored.Status == store.AttemptPending && !stored.UpdatedAt.Equal(openedAt.UTC().Truncate(time.Microsecond)) {
+			// Pending, but not opened by this request: its other holder —
+			// a worker that crashed mid-call, or a request with another key
+			// joined to the same provider call — may have sent it, or be
+			// sending it now. Ask before calling again, and never take a
+			// retryable answer for "nothing happened": that would close the
+			// attempt while the provider may still act on it.
+			stored.Status = store.AttemptUnknown
+		}
 		r := s.settled(stored)
 		if r.class == 0 {
 			r = eff.call(ctx, stored, o)

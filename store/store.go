@@ -278,6 +278,10 @@ type Started struct {
 	Key      idempotency.Record
 	Order    *order.Order
 	Attempt  *Attempt
+	// IntentAt is the intent's At: an Attempt this call opened (inserted,
+	// or re-opened from failed) has UpdatedAt equal to it, to the
+	// microsecond; one it found open keeps its own.
+	IntentAt time.Time
 }
 
 // Executor is the set of store operations that run the same on the store

@@ -163,6 +163,7 @@ func (s *Store) StartLeased(ctx context.Context, c idempotency.Record, in store.
 	if !found {
 		return store.Started{}, fmt.Errorf("postgres: key vanished during its own claim")
 	}
+	st.IntentAt = in.At
 	return st, nil
 }
 

@@ -418,7 +418,7 @@ func startLeased(ctx context.Context, e executor, c idempotency.Record, in store
 	if err != nil {
 		return store.Started{}, err
 	}
-	st := store.Started{Acquired: acquired, Key: r}
+	st := store.Started{Acquired: acquired, Key: r, IntentAt: in.At}
 	if r.ResourceID != "" {
 		o, err := e.GetOrder(ctx, r.TenantID, r.ResourceID)
 		switch {
