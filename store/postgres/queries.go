@@ -38,7 +38,7 @@ var (
         locked_until = NULL, recovery_point = NULL, attempt_key = NULL, tombstone_until = NULL,
         fencing_token = idempotency_keys.fencing_token + 1,
         created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-    WHERE ` + derivedExpired)
+    WHERE `+derivedExpired)
 )
 
 // claimAndInsert builds the statement; the key is inserted only where
