@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/internal/provhttp"
+	"github.com/orderly/orderly/internal/requestid"
 )
 
 // server is an httptest.Server that counts the requests it reads.
@@ -119,6 +120,28 @@ func TestDoSendsJSONWithTheKey(t *testing.T) {
 	want = seen{"GET", "/v1/things?idempotency_key=k%2F1", "application/json", "", "", ""}
 	if g := <-got; g != want {
 		t.Errorf("server saw %+v, want %+v", g, want)
+	}
+}
+
+func TestDoSendsTheRequestID(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 2)
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get(requestid.Header)
+		_, _ = io.WriteString(w, "{}")
+	})
+	c := newClient(t, s.URL, 10*time.Second)
+	if _, err := c.Do(requestid.NewContext(context.Background(), "req-42"), http.MethodPost, "/v1/things", "k", struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	if id := <-got; id != "req-42" {
+		t.Errorf("X-Request-Id = %q, want req-42", id)
+	}
+	if _, err := c.Do(context.Background(), http.MethodGet, "/v1/things", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if id := <-got; id != "" {
+		t.Errorf("X-Request-Id = %q without a request id in the context, want none", id)
 	}
 }
 

@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -59,6 +60,13 @@ type Options struct {
 	// a test can hold or observe provider calls. Env.Gateway stays the
 	// simulator underneath, for counting captures.
 	WrapGateway func(payment.Gateway) payment.Gateway
+	// TenantRateLimit, TenantBurst and AuthFailuresPerMinute are the API's
+	// rate limits (api.Config); zero means none.
+	TenantRateLimit       float64
+	TenantBurst           int
+	AuthFailuresPerMinute int
+	// Logger receives the API's logs (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Env is a running stack.
@@ -101,6 +109,11 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		MaxBodyBytes:   opt.MaxBodyBytes,
 		MaxInFlight:    opt.MaxInFlight,
 		RequestTimeout: opt.RequestTimeout,
+		Logger:         opt.Logger,
+
+		TenantRateLimit:       opt.TenantRateLimit,
+		TenantBurst:           opt.TenantBurst,
+		AuthFailuresPerMinute: opt.AuthFailuresPerMinute,
 	}))
 	t.Cleanup(e.Close)
 	return e
