@@ -107,11 +107,14 @@ const (
 	parallel
 )
 
+// pattern draws how an operation is sent. Parallel duplicates need two
+// instances or more: with one, their share is sent singly, so a report never
+// counts parallel_instances that went to one instance.
 func (s *Storm) pattern(rng *rand.Rand) pattern {
 	switch x := rng.Float64(); {
 	case x < s.Mix.DoubleClick:
 		return doubleClick
-	case x < s.Mix.DoubleClick+s.Mix.Parallel:
+	case x < s.Mix.DoubleClick+s.Mix.Parallel && s.Instances > 1:
 		return parallel
 	}
 	return single

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -78,6 +79,12 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.Uint64Var(&c.Faults.Seed, "seed", 0, "seed of the fault draws")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", paysim.DefaultMaxBodyBytes, "request body limit in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take at shutdown")
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "PAYSIM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if !strings.Contains(f.Usage, env) {
+			f.Usage += " (env " + env + ")"
+		}
+	})
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("PAYSIM")); err != nil {
 		return c, err
 	}

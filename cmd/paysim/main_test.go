@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -233,4 +235,18 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestHelpListsEnvironmentVariables: paysim -h names the PAYSIM_* variable
+// of every flag.
+func TestHelpListsEnvironmentVariables(t *testing.T) {
+	var out strings.Builder
+	if _, err := ParseConfig([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("ParseConfig(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, env := range []string{"PAYSIM_ADDR", "PAYSIM_DATA_DIR", "PAYSIM_LATENCY", "PAYSIM_DROP_RATE", "PAYSIM_SEED", "PAYSIM_LOG_LEVEL", "PAYSIM_SHUTDOWN_TIMEOUT"} {
+		if !strings.Contains(out.String(), "(env "+env+")") {
+			t.Errorf("help does not name %s:\n%s", env, out.String())
+		}
+	}
 }
