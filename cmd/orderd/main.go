@@ -432,7 +432,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		TenantBurst:           c.TenantBurst,
 		AuthFailuresPerMinute: c.AuthFailuresPerMinute,
 	})
-	ln, err := net.Listen("tcp", c.Addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", c.Addr)
 	if err != nil {
 		return err
 	}
@@ -566,7 +566,7 @@ func poolConfig(c Config) (*pgxpool.Config, error) {
 	}
 	q := u.Query()
 	if !q.Has("pool_max_conns") {
-		pc.MaxConns = int32(c.DBMaxConns)
+		pc.MaxConns = int32(c.DBMaxConns) //nolint:gosec // checkLoadBounds keeps it within int32
 	}
 	if !q.Has("pool_min_conns") {
 		pc.MinConns = min(DBMinConns, pc.MaxConns)

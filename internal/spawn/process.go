@@ -99,7 +99,7 @@ func (p *Process) start(extra []string) error {
 	}
 	var logFile *os.File
 	if p.cfg.LogPath != "" {
-		if logFile, err = os.OpenFile(p.cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		if logFile, err = os.OpenFile(p.cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 			return err
 		}
 	}

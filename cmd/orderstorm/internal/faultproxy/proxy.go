@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -213,7 +214,8 @@ func (p *Proxy) serve(c net.Conn) {
 		return
 	}
 	defer p.track(c, false)
-	b, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+	d := net.Dialer{Timeout: 2 * time.Second}
+	b, err := d.DialContext(context.Background(), "tcp", p.target)
 	if err != nil {
 		p.dialFailed.Add(1)
 		_ = c.Close()
