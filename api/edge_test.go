@@ -1,12 +1,10 @@
 package api_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/orderly/orderly/apperr"
@@ -14,28 +12,9 @@ import (
 	"github.com/orderly/orderly/internal/testenv"
 )
 
-// syncBuffer is a bytes.Buffer that several goroutines may write: the
-// log output of a test's server.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // logged returns a logger at debug level and the buffer it writes to.
-func logged() (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+func logged() (*slog.Logger, *testenv.SyncBuffer) {
+	buf := &testenv.SyncBuffer{}
 	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 

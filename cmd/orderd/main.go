@@ -91,13 +91,13 @@ type Config struct {
 	CompleterInterval time.Duration
 	SweepInterval     time.Duration
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
-	GroupCommit         bool
-	LogLevel            slog.Level
-	MaxInFlight         int           // API requests served at once; more are refused (503)
-	RequestTimeout      time.Duration // deadline of each API request
-	DBMaxConns          int           // PostgreSQL pool size (after ParseConfig: never 0)
-	DBStatementTimeout  time.Duration // statement_timeout of each PostgreSQL session
-	DBLockTimeout       time.Duration // lock_timeout of each PostgreSQL session
+	GroupCommit        bool
+	LogLevel           slog.Level
+	MaxInFlight        int           // API requests served at once; more are refused (503)
+	RequestTimeout     time.Duration // deadline of each API request
+	DBMaxConns         int           // PostgreSQL pool size (after ParseConfig: never 0)
+	DBStatementTimeout time.Duration // statement_timeout of each PostgreSQL session
+	DBLockTimeout      time.Duration // lock_timeout of each PostgreSQL session
 	// DevMode allows the development key and the built-in simulators on an
 	// address that is not loopback. Without it, orderd refuses to start
 	// there unless API keys and provider URLs are configured.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,11 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/orderly/orderly/internal/proctest"
+	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/paysim"
 )
 
@@ -195,7 +194,7 @@ func TestRunStopsWhenTheContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, c, &logs) }()
 	deadline := time.Now().Add(20 * time.Second)
@@ -217,24 +216,6 @@ func TestRunStopsWhenTheContextEnds(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
 		t.Errorf("logs lack the stop line:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestHelpListsEnvironmentVariables: paysim -h names the PAYSIM_* variable

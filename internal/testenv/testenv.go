@@ -5,9 +5,11 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +154,25 @@ func (e *Env) Close() {
 		_ = e.Store.Close()
 		e.Store = nil
 	}
+}
+
+// SyncBuffer is a bytes.Buffer that several goroutines may write, such as
+// the log output of a server under test.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
