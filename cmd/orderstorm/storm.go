@@ -80,7 +80,7 @@ func (s *Storm) Run(ctx context.Context, shoppers int, maxOps int64, stopAt time
 	var wg sync.WaitGroup
 	for w := range shoppers {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(s.Seed, uint64(w)+1))
+			rng := rand.New(rand.NewPCG(s.Seed, uint64(w)+1)) //nolint:gosec // w is a shopper's index, never negative
 			for ctx.Err() == nil && s.logical.Load() < maxOps && time.Now().Before(stopAt) {
 				s.runOrder(ctx, rng, int(next.Add(1)))
 			}

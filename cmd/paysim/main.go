@@ -115,7 +115,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", c.Addr)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,8 @@ func Start(cfg Config) (*Process, error) {
 
 // start begins a run with extra added to the environment.
 func (p *Process) start(extra []string) error {
-	cmd := exec.Command(p.cfg.Bin, p.cfg.Args...)
+	// The process outlives any caller's context; Stop and Kill end it.
+	cmd := exec.Command(p.cfg.Bin, p.cfg.Args...) //nolint:noctx // see above
 	cmd.Env = p.cfg.Env
 	if len(extra) > 0 {
 		if cmd.Env == nil {

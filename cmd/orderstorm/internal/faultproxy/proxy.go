@@ -96,7 +96,7 @@ func New(target string, fates Fates, seed uint64) (*Proxy, error) {
 	if err := fates.Validate(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
