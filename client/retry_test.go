@@ -423,7 +423,3 @@ func (e *expiring) Err() error {
 	}
 }
 
-// constSource is a rand.Source that always returns itself.
-type constSource uint64
-
-func (s constSource) Uint64() uint64 { return uint64(s) }
