@@ -422,4 +422,3 @@ func (e *expiring) Err() error {
 		return nil
 	}
 }
-
