@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/service"
@@ -30,6 +32,11 @@ const (
 	// once (Config.MaxInFlight); the request was refused before it did
 	// anything (503 with Retry-After).
 	codeOverloaded apperr.Code = "overloaded"
+	// codeRateLimited: the tenant exceeds its rate (Config.TenantRateLimit),
+	// or the client address its failed authentications
+	// (Config.AuthFailuresPerMinute); the request did nothing (429 with a
+	// Retry-After the limiter computes).
+	codeRateLimited apperr.Code = "rate_limited"
 )
 
 // problemKind is one row of the table: HTTP status, title, and, for a
@@ -64,6 +71,7 @@ var problems = map[apperr.Code]problemKind{
 	codeUnsupportedMedia:        {http.StatusUnsupportedMediaType, "Unsupported media type", 0},
 	codeMethodNotAllowed:        {http.StatusMethodNotAllowed, "Method not allowed", 0},
 	codeOverloaded:              {http.StatusServiceUnavailable, "Server overloaded", 1},
+	codeRateLimited:             {http.StatusTooManyRequests, "Too many requests", 0},
 }
 
 // retryAfter returns the Retry-After value (RFC 9110 §10.2.3) of a row: its
@@ -127,7 +135,8 @@ type Problem struct {
 // *apperr.Error is logged and answered as a bare 500, never with its text —
 // unless it is the request's own deadline or cancellation, which is a 503
 // like the stores' translation of it: a request past its deadline is never
-// a 500.
+// a 500. Logs go to log (a nil log logs nothing) and name the route
+// template, never the path, which may hold an idempotency key.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var oe *apperr.Error
 	switch {
@@ -135,11 +144,13 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case r.Context().Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
 		oe = &apperr.Error{Code: apperr.EUnavailable, Message: "the request was cancelled or timed out"}
 	default:
-		log.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
+		if log != nil {
+			log.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "route", routeOf(r))
+		}
 		oe = &apperr.Error{Code: apperr.EInternal, Message: "an unexpected error occurred; it has been logged"}
 	}
-	if oe.Code == apperr.EUnavailable {
-		log.WarnContext(r.Context(), "unavailable", "detail", oe.Message, "method", r.Method, "path", r.URL.Path)
+	if oe.Code == apperr.EUnavailable && log != nil {
+		log.WarnContext(r.Context(), "unavailable", "detail", oe.Message, "method", r.Method, "route", routeOf(r))
 	}
 	k, ok := problems[oe.Code]
 	if !ok {
@@ -165,6 +176,16 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(p)
+}
+
+// routeOf returns the route template of r ("/v1/idempotency-keys/{key}"),
+// never its path: a path may hold an idempotency key, which is never logged.
+// It is "" before routing and for a path no route matches.
+func routeOf(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		return rc.RoutePattern()
+	}
+	return ""
 }
 
 // writeJSON writes v as JSON with status.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/requestid"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/webhook"
@@ -57,14 +59,29 @@ type Config struct {
 	// ProviderWebhook, when set, serves POST ProviderWebhookPath: the
 	// payment provider's signed webhooks, taken into the inbox.
 	ProviderWebhook ProviderWebhook
+	// TenantRateLimit is each tenant's sustained rate of API requests, in
+	// requests per second, and TenantBurst the requests it may make at
+	// once above it (at least 1). Past them a request is answered 429
+	// "rate_limited" with Retry-After; every answer to an authenticated
+	// request carries the RateLimit-Policy and RateLimit fields of
+	// draft-ietf-httpapi-ratelimit-headers. Zero means no limit.
+	TenantRateLimit float64
+	TenantBurst     int
+	// AuthFailuresPerMinute is how many failed authentications (a missing,
+	// unknown or repeated Authorization) each client address may make per
+	// minute, in a burst of as many. Once they are used, its API requests
+	// are answered 429 "rate_limited" with Retry-After, whatever their
+	// credentials, until the allowance refills. Zero means no limit.
+	AuthFailuresPerMinute int
 }
 
 type server struct {
-	svc    *service.Service
-	cfg    Config
-	keys   map[[sha256.Size]byte]string
-	log    *slog.Logger
-	router chi.Router
+	svc      *service.Service
+	cfg      Config
+	keys     map[[sha256.Size]byte]string
+	log      *slog.Logger
+	router   chi.Router
+	authFail authFailures
 }
 
 // New returns the HTTP handler of the Orderly API over svc.
@@ -87,6 +104,9 @@ func newServer(svc *service.Service, cfg Config) *server {
 	for k, tenant := range cfg.APIKeys {
 		s.keys[sha256.Sum256([]byte(k))] = tenant
 	}
+	if cfg.AuthFailuresPerMinute > 0 {
+		s.authFail = authFailures{newLimiterSet("auth", float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)}
+	}
 	return s
 }
 
@@ -94,7 +114,7 @@ func newServer(svc *service.Service, cfg Config) *server {
 func (s *server) routes() http.Handler {
 	cfg := s.cfg
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.logRequests, s.recoverer, middleware.GetHead)
+	r.Use(s.requestID, s.logRequests, s.recoverer, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, apperr.Errorf(apperr.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -131,7 +151,10 @@ func (s *server) routes() http.Handler {
 		if cfg.RequestTimeout > 0 {
 			r.Use(deadline(cfg.RequestTimeout))
 		}
-		r.Use(s.authenticate)
+		r.Use(strictQuery, s.authenticate)
+		if cfg.TenantRateLimit > 0 {
+			r.Use(s.limitTenant(newLimiterSet("tenant", cfg.TenantRateLimit, max(cfg.TenantBurst, 1))))
+		}
 		r.Post("/orders", s.createOrder)
 		r.Get("/orders", s.listOrders)
 		r.Get("/orders/{id}", s.getOrder)
@@ -153,17 +176,77 @@ type tenantKey struct{}
 func tenantOf(ctx context.Context) string { s, _ := ctx.Value(tenantKey{}).(string); return s }
 
 // authenticate maps "Authorization: Bearer <api key>" to a tenant (RFC 6750).
+// A request with several Authorization fields is a 400, never "the first
+// one wins" (RFC 9110 §5.3: the field is not a list). Each failure counts
+// against the client address's allowance (Config.AuthFailuresPerMinute); an
+// address without one left is answered 429 first.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.authFail.refused(s, w, r) {
+			return
+		}
+		if vs := r.Header.Values("Authorization"); len(vs) > 1 {
+			s.authFail.failed(r)
+			writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "send exactly one Authorization header",
+				Fields: []apperr.FieldError{{Field: "Authorization", Reason: "must appear once"}}})
+			return
+		}
 		h := r.Header.Get("Authorization")
 		scheme, token, ok := strings.Cut(h, " ")
 		tenant, known := s.keys[sha256.Sum256([]byte(strings.TrimSpace(token)))]
 		if !ok || !strings.EqualFold(scheme, "Bearer") || !known {
+			s.authFail.failed(r)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orderly"`)
 			writeError(w, r, s.log, apperr.Errorf(codeUnauthorized, "a valid API key is required: Authorization: Bearer <api key>"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+	})
+}
+
+// requestID gives each request an id: the client's X-Request-Id if it is
+// valid (requestid.Valid: at most requestid.MaxLen characters of a small
+// charset, sent once), else a new one. The id is echoed in the answer's
+// X-Request-Id, logged with the request, and carried in the context to the
+// provider calls (package internal/requestid), so one id names the request
+// everywhere. It is also stored where chi's middleware.GetReqID finds it.
+func (s *server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vs := r.Header.Values(requestid.Header)
+		id := ""
+		if len(vs) == 1 && requestid.Valid(vs[0]) {
+			id = vs[0]
+		} else {
+			id = requestid.New()
+		}
+		w.Header().Set(requestid.Header, id)
+		ctx := context.WithValue(requestid.NewContext(r.Context(), id), middleware.RequestIDKey, id)
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// strictQuery answers 400 for a query string that is not valid
+// percent-encoding (cursor=%%%) or that repeats a parameter (limit=1&limit=2):
+// either would otherwise be read as something the client did not mean.
+func strictQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, r, nil, apperr.Errorf(apperr.EInvalid, "the query string is not valid percent-encoding"))
+			return
+		}
+		var fe []apperr.FieldError
+		for name, vs := range q {
+			if len(vs) > 1 {
+				fe = append(fe, apperr.FieldError{Field: name, Reason: "must appear once"})
+			}
+		}
+		if len(fe) > 0 {
+			slices.SortFunc(fe, func(a, b apperr.FieldError) int { return strings.Compare(a.Field, b.Field) })
+			writeError(w, r, nil, &apperr.Error{Code: apperr.EInvalid, Message: "a query parameter is repeated", Fields: fe})
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -174,7 +257,7 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.ErrorContext(r.Context(), "panic", "value", v, "path", r.URL.Path)
+				s.log.ErrorContext(r.Context(), "panic", "value", v, "method", r.Method, "route", routeOf(r))
 				writeError(w, r, s.log, errors.New("panic"))
 			}
 		}()
@@ -195,7 +278,7 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 			slog.String("route", route),
 			slog.Int("status", ww.Status()),
 			slog.Duration("duration", time.Since(start)),
-			slog.String("request_id", middleware.GetReqID(r.Context())),
+			slog.String("request_id", requestid.FromContext(r.Context())),
 			slog.Bool("idempotency_key_sent", idempotencyHeader(r) != ""),
 			slog.Bool("replayed", ww.Header().Get("Idempotency-Replayed") == "true"),
 		)
@@ -377,8 +460,16 @@ func (s *server) call(r *http.Request, id string, key idempotency.Key) service.C
 
 // getKeyStatus answers GET /v1/idempotency-keys/{key}: the key's state, its
 // expiry, and the outcome's resource and status.
+//
+// The key is taken from the escaped path and percent-decoded once, so a key
+// containing "%" (sent as "%25") is found whatever form net/http and chi
+// keep the path in.
 func (s *server) getKeyStatus(w http.ResponseWriter, r *http.Request) {
-	raw, err := url.PathUnescape(chi.URLParam(r, "key"))
+	escaped, ok := strings.CutPrefix(r.URL.EscapedPath(), keyStatusPrefix)
+	if !ok {
+		escaped = chi.URLParam(r, "key")
+	}
+	raw, err := url.PathUnescape(escaped)
 	if err != nil {
 		writeError(w, r, s.log, apperr.Errorf(apperr.EInvalid, "the key in the path is not valid percent-encoding"))
 		return
@@ -454,6 +545,10 @@ func queryLimit(q url.Values, def int, fe []apperr.FieldError) (int, []apperr.Fi
 	}
 	return n, fe
 }
+
+// keyStatusPrefix is the path of GET /v1/idempotency-keys/{key} before the
+// key.
+const keyStatusPrefix = "/v1/idempotency-keys/"
 
 // keyStatus is the body of GET /v1/idempotency-keys/{key}.
 type keyStatus struct {

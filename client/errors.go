@@ -112,6 +112,10 @@ type NetworkError struct {
 	Attempts int
 	// Err is the last attempt's error.
 	Err error
+	// NotSent reports that no attempt reached the server: each failed to
+	// connect (a refused connection, say), so the operation did not happen.
+	// When it is false the operation may or may not have happened.
+	NotSent bool
 }
 
 // Error implements error.

@@ -44,9 +44,13 @@ type wire struct {
 func send[T any](ctx context.Context, c *Client, rq request) (*Response[T], error) {
 	res := &Response[T]{IdempotencyKey: rq.key}
 	bo := c.newBackOff()
+	reached := false // whether an attempt may have reached the server
 	for {
 		res.Attempts++
 		w, err := c.attempt(ctx, rq)
+		if err == nil || !notConnected(err) {
+			reached = true
+		}
 		var last error
 		retryAfter, hasRetryAfter := time.Duration(0), false
 		if err != nil {
@@ -56,7 +60,7 @@ func send[T any](ctx context.Context, c *Client, rq request) (*Response[T], erro
 			if !retryableNetworkError(err) {
 				return res, fmt.Errorf("orderly: %s %s: %w", rq.method, rq.path, err)
 			}
-			last = &NetworkError{Method: rq.method, Path: rq.path, Attempts: res.Attempts, Err: err}
+			last = &NetworkError{Method: rq.method, Path: rq.path, Attempts: res.Attempts, Err: err, NotSent: !reached}
 		} else {
 			res.StatusCode, res.Header = w.status, w.header
 			res.Replayed = w.header.Get("Idempotency-Replayed") == "true"
@@ -148,11 +152,20 @@ func stopped(ctx context.Context, rq request, attempts int, last error) error {
 	return fmt.Errorf("orderly: %s %s: stopped after %d attempts: %w", rq.method, rq.path, attempts, cerr)
 }
 
+// notConnected reports whether err is the failure to open a connection (a
+// refused connection, an unknown host, a dial timeout): the request was not
+// sent.
+func notConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
 // retryableNetworkError reports whether a transport error (with the
 // caller's context still live) is worth another attempt: a refused, reset or
 // aborted connection, EOF, a timeout, including the per-attempt one.
 // Configuration errors such as an unsupported scheme or a bad certificate
 // are not.
+
 func retryableNetworkError(err error) bool {
 	for _, target := range []error{io.EOF, io.ErrUnexpectedEOF, syscall.ECONNREFUSED, syscall.ECONNRESET,
 		syscall.ECONNABORTED, syscall.EPIPE, context.DeadlineExceeded} {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -220,8 +221,10 @@ func TestRetriesAnAttemptThatTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateOrder: %v", err)
 	}
-	if res.Attempts != 2 {
-		t.Fatalf("Attempts = %d, want 2", res.Attempts)
+	// A busy machine may let a later attempt time out too; what matters is
+	// that the timed-out attempt was retried under the same key.
+	if res.Attempts < 2 {
+		t.Fatalf("Attempts = %d, want at least 2", res.Attempts)
 	}
 	wantOneKey(t, f.requests())
 }
@@ -375,14 +378,17 @@ func TestDeadlineStopsRetriesWithTheDeadlineError(t *testing.T) {
 	f := newFake(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusServiceUnavailable, client.CodeUnavailable, "later")
 	})
-	// Real sleeping, short: the deadline passes during the first backoff.
-	c, err := client.New(f.URL, "k", client.WithBackoff(time.Second, time.Second),
-		client.WithRandSource(constSource(^uint64(0))))
+	// The deadline passes during the first backoff, whatever the time the
+	// first attempt took: the sleep makes it pass, then waits for it.
+	ctx := newExpiring()
+	c, err := client.New(f.URL, "k", client.WithSleep(func(sctx context.Context, _ time.Duration) error {
+		ctx.expire()
+		<-sctx.Done()
+		return sctx.Err()
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
 	res, err := c.GetOrder(ctx, "ord_1")
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("err = %v, want DeadlineExceeded naming the last 503", err)
@@ -392,7 +398,27 @@ func TestDeadlineStopsRetriesWithTheDeadlineError(t *testing.T) {
 	}
 }
 
-// constSource is a rand.Source that always returns itself.
-type constSource uint64
+// expiring is a context whose deadline passes when expire is called, so a
+// test decides the moment instead of a timer racing the scheduler.
+type expiring struct {
+	context.Context // Background, for Value
+	done            chan struct{}
+	once            sync.Once
+}
 
-func (s constSource) Uint64() uint64 { return uint64(s) }
+func newExpiring() *expiring {
+	return &expiring{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (e *expiring) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (e *expiring) Done() <-chan struct{}       { return e.done }
+func (e *expiring) expire()                     { e.once.Do(func() { close(e.done) }) }
+
+func (e *expiring) Err() error {
+	select {
+	case <-e.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}

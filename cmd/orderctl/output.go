@@ -115,6 +115,11 @@ func (s *session) fail(err error) int {
 	default:
 		fmt.Fprintf(s.stderr, "error: %v\n", err)
 	}
+	var netErr *client.NetworkError
+	if errors.As(err, &netErr) && netErr.NotSent && s.g.key != "" {
+		fmt.Fprintf(s.stderr, "the request was not sent (no connection to the server); run the command again with --idempotency-key %s once the server is reachable\n", s.g.key)
+		return code
+	}
 	if (code == exitFailure || client.IsRetryable(err)) && s.g.key != "" {
 		fmt.Fprintf(s.stderr, "the request may or may not have taken effect; run the command again with --idempotency-key %s to retry it safely\n", s.g.key)
 	}

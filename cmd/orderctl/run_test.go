@@ -351,7 +351,7 @@ func TestServerFailureAfterRetriesExits5WithTheKey(t *testing.T) {
 	t.Cleanup(srv.Close)
 	o := orderctl(t, srv.URL, "k", "pay", "ord_1", "--amount", "1", "--currency", "USD", "--method", "pm", "--idempotency-key", "pay-77")
 	if o.code != exitFailure || !strings.Contains(o.stderr, "error: Service unavailable: the payment provider is unavailable") ||
-		!strings.Contains(o.stderr, "--idempotency-key pay-77") {
+		!strings.Contains(o.stderr, "--idempotency-key pay-77") || !strings.Contains(o.stderr, "may or may not have taken effect") {
 		t.Fatalf("%s\nwant exit %d naming the key", o, exitFailure)
 	}
 	if n := hits.Load(); n != client.DefaultMaxAttempts {
@@ -373,9 +373,13 @@ func TestNetworkFailureExits5(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String()
 	ln.Close()
-	o := orderctl(t, url, "k", "--timeout", "300ms", "cancel", "ord_1")
+	o := orderctl(t, url, "k", "cancel", "ord_1")
 	if o.code != exitFailure || !strings.Contains(o.stderr, "error: ") || !strings.Contains(o.stderr, "--idempotency-key ") {
 		t.Fatalf("%s\nwant exit %d with a key to retry with", o, exitFailure)
+	}
+	// A refused connection sent nothing: no "may or may not".
+	if !strings.Contains(o.stderr, "was not sent") || strings.Contains(o.stderr, "may or may not") {
+		t.Fatalf("%s\nwant it to say the request was not sent", o)
 	}
 }
 

@@ -54,7 +54,8 @@ import (
 	"github.com/orderly/orderly/store/sqlite"
 )
 
-// DevTenant and DevAPIKey are used when no API key is configured.
+// DevTenant and DevAPIKey are used when no API key is configured, which is
+// allowed only on a loopback address or with -dev-mode (see Config.DevMode).
 const (
 	DevTenant = "dev"
 	DevAPIKey = "sk_dev_orderly_local"
@@ -126,6 +127,18 @@ type Config struct {
 	CommandsStream  string
 	CommandsDurable string
 	tracerProvider  trace.TracerProvider // tests: replaces the one the environment selects
+	// DevMode allows the development key and the built-in simulators on an
+	// address that is not loopback. Without it, orderd refuses to start
+	// there unless API keys and provider URLs are configured.
+	DevMode bool
+	// TenantRateLimit is each tenant's sustained request rate in requests
+	// per second, and TenantBurst the requests it may make at once; 0 turns
+	// the limit off (api.Config.TenantRateLimit).
+	TenantRateLimit float64
+	TenantBurst     int
+	// AuthFailuresPerMinute bounds failed authentications per client
+	// address; 0 turns the limit off (api.Config.AuthFailuresPerMinute).
+	AuthFailuresPerMinute int
 }
 
 // Defaults of the load bounds.
@@ -141,6 +154,13 @@ const (
 	// DBMinConns is the pool's floor of open connections, so the first
 	// requests after a quiet spell do not each pay a connection setup.
 	DBMinConns = 2
+	// Defaults of the rate limits: far above what one tenant's honest
+	// client needs and below what one instance serves.
+	DefaultTenantRateLimit       = 1000
+	DefaultTenantBurst           = 2000
+	DefaultAuthFailuresPerMinute = 30
+	// MaxMaxBodyBytes caps -max-body-bytes: an order has at most 100 items.
+	MaxMaxBodyBytes = 16 << 20
 )
 
 // ParseConfig parses args and ORDERD_* environment variables. Errors name
@@ -177,6 +197,10 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
 	fs.BoolVar(&c.GroupCommit, "group-commit", true, "coalesce concurrent creates into one transaction per group (env ORDERD_GROUP_COMMIT)")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "API requests served at once; one more is refused with 503 and Retry-After (health probes are exempt)")
+	fs.BoolVar(&c.DevMode, "dev-mode", false, "allow the development key and the built-in simulators on an address that is not loopback")
+	fs.Float64Var(&c.TenantRateLimit, "tenant-rate-limit", DefaultTenantRateLimit, "requests per second each tenant may make, sustained (429 past it); 0 turns the limit off")
+	fs.IntVar(&c.TenantBurst, "tenant-burst", DefaultTenantBurst, "requests each tenant may make at once, above its rate")
+	fs.IntVar(&c.AuthFailuresPerMinute, "auth-failures-per-minute", DefaultAuthFailuresPerMinute, "failed authentications per client address and minute before its requests get 429; 0 turns the limit off")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of each API request (503 and Retry-After past it); must exceed -max-wait")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, fmt.Sprintf("PostgreSQL pool size; 0 derives min(-max-in-flight, %d); a pool_max_conns URL parameter wins", MaxDerivedDBConns))
 	fs.DurationVar(&c.DBStatementTimeout, "db-statement-timeout", DefaultDBStatementTimeout, "statement_timeout of orderd's PostgreSQL sessions; a statement_timeout URL parameter wins")
@@ -211,8 +235,11 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if c.ProviderTimeout <= 0 || c.LeaseDuration <= c.ProviderTimeout {
 		return c, errors.New("-lease (ORDERD_LEASE) must exceed -provider-timeout (ORDERD_PROVIDER_TIMEOUT), both positive")
 	}
-	if c.CompleterInterval <= 0 || c.SweepInterval <= 0 || c.MaxWait < 0 {
-		return c, errors.New("-completer-interval and -sweep-interval must be positive")
+	if c.CompleterInterval <= 0 || c.SweepInterval <= 0 {
+		return c, errors.New("-completer-interval (ORDERD_COMPLETER_INTERVAL) and -sweep-interval (ORDERD_SWEEP_INTERVAL) must be positive")
+	}
+	if err := c.checkLimits(); err != nil {
+		return c, err
 	}
 	if err := c.Events.check(); err != nil {
 		return c, err
@@ -232,21 +259,8 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, fmt.Errorf("-log-level: %w", err)
 	}
-	spec := *keys
-	if *keysFile != "" {
-		b, err := os.ReadFile(*keysFile)
-		if err != nil {
-			return c, fmt.Errorf("-api-keys-file: %w", err)
-		}
-		spec += "," + strings.Join(strings.Fields(string(b)), ",")
-	}
-	var err error
-	if c.APIKeys, err = parseAPIKeys(spec); err != nil {
+	if err := c.loadAPIKeys(*keys, *keysFile); err != nil {
 		return c, err
-	}
-	if len(c.APIKeys) == 0 {
-		c.APIKeys = map[string]string{DevAPIKey: DevTenant}
-		c.usingDevelopmentKey = true
 	}
 	if c.ProviderWebhookSecret != "" && len(c.ProviderWebhookSecret) < 16 {
 		return c, errors.New("-provider-webhook-secret (ORDERD_PROVIDER_WEBHOOK_SECRET) must be at least 16 bytes")
@@ -257,7 +271,109 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if err := c.parseReplicas(*replicas); err != nil {
 		return c, err
 	}
+	if err := c.checkFailClosed(); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// loadAPIKeys sets c.APIKeys from the -api-keys spec and the -api-keys-file
+// file, or to the development key when neither is set. A setting that is
+// given but holds no key (an empty file, a list of commas) is an error, never
+// the development key.
+func (c *Config) loadAPIKeys(spec, file string) error {
+	given := strings.TrimSpace(spec) != ""
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("-api-keys-file (ORDERD_API_KEYS_FILE): %w", err)
+		}
+		fileKeys, err := parseAPIKeys(strings.Join(strings.Fields(string(b)), ","))
+		if err != nil {
+			return fmt.Errorf("-api-keys-file (ORDERD_API_KEYS_FILE): %w", err)
+		}
+		if len(fileKeys) == 0 {
+			return fmt.Errorf("-api-keys-file (ORDERD_API_KEYS_FILE): %s holds no tenant:key line", file)
+		}
+		spec += "," + strings.Join(strings.Fields(string(b)), ",")
+	}
+	var err error
+	if c.APIKeys, err = parseAPIKeys(spec); err != nil {
+		return err
+	}
+	if len(c.APIKeys) == 0 && given {
+		return errors.New("-api-keys (ORDERD_API_KEYS) is set but holds no tenant:key pair")
+	}
+	if len(c.APIKeys) == 0 {
+		c.APIKeys = map[string]string{DevAPIKey: DevTenant}
+		c.usingDevelopmentKey = true
+	}
+	return nil
+}
+
+// checkFailClosed refuses the development key and the built-in simulators
+// on an address that is not loopback, unless c.DevMode: a server reachable
+// from other machines must not accept a published key or pretend to take
+// payments. The error says what to configure.
+func (c *Config) checkFailClosed() error {
+	var open []string
+	if c.usingDevelopmentKey {
+		open = append(open, "no API keys are configured (set ORDERD_API_KEYS or ORDERD_API_KEYS_FILE)")
+	}
+	if c.PaymentURL == "" {
+		open = append(open, "no payment provider is configured (set ORDERD_PAYMENT_URL)")
+	}
+	if c.WarehouseURL == "" {
+		open = append(open, "no warehouse is configured (set ORDERD_WAREHOUSE_URL or ORDERD_PAYMENT_URL)")
+	}
+	if len(open) == 0 || c.DevMode || loopback(c.Addr) {
+		return nil
+	}
+	return fmt.Errorf("refusing to listen on %s, which is not a loopback address, in development mode: %s; "+
+		"or set ORDERD_DEV_MODE=true to run the development key and the built-in simulators there on purpose",
+		c.Addr, strings.Join(open, "; "))
+}
+
+// loopback reports whether the listen address addr names only the loopback
+// interface: 127.0.0.0/8, ::1 or localhost. An empty host (all interfaces)
+// or any other name is not loopback; names are not resolved.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkLimits validates the body limit, the rate limits and the durations
+// that checkLoadBounds does not cover.
+func (c *Config) checkLimits() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("-addr (ORDERD_ADDR) must be host:port, not %q", c.Addr)
+	}
+	if c.MaxBodyBytes < 1 || c.MaxBodyBytes > MaxMaxBodyBytes {
+		return fmt.Errorf("-max-body-bytes (ORDERD_MAX_BODY_BYTES) must be from 1 to %d, not %d", MaxMaxBodyBytes, c.MaxBodyBytes)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("-shutdown-timeout (ORDERD_SHUTDOWN_TIMEOUT) must be positive, not %s", c.ShutdownTimeout)
+	}
+	if c.MaxWait < 0 {
+		return fmt.Errorf("-max-wait (ORDERD_MAX_WAIT) must not be negative, not %s", c.MaxWait)
+	}
+	if math.IsNaN(c.TenantRateLimit) || math.IsInf(c.TenantRateLimit, 0) || c.TenantRateLimit < 0 {
+		return fmt.Errorf("-tenant-rate-limit (ORDERD_TENANT_RATE_LIMIT) must be 0 (off) or a positive number of requests per second, not %v", c.TenantRateLimit)
+	}
+	if c.TenantRateLimit > 0 && c.TenantBurst < 1 {
+		return fmt.Errorf("-tenant-burst (ORDERD_TENANT_BURST) must be at least 1, not %d", c.TenantBurst)
+	}
+	if c.AuthFailuresPerMinute < 0 {
+		return fmt.Errorf("-auth-failures-per-minute (ORDERD_AUTH_FAILURES_PER_MINUTE) must be 0 (off) or positive, not %d", c.AuthFailuresPerMinute)
+	}
+	return nil
 }
 
 func isPostgresURL(s string) bool {
@@ -412,6 +528,10 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		Logger:         log,
 		MaxInFlight:    c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout,
+
+		TenantRateLimit:       c.TenantRateLimit,
+		TenantBurst:           c.TenantBurst,
+		AuthFailuresPerMinute: c.AuthFailuresPerMinute,
 	}
 	if c.ProviderWebhookSecret != "" {
 		apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
@@ -424,7 +544,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		}
 		defer stopCommands()
 	}
-	ln, err := net.Listen("tcp", c.Addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", c.Addr)
 	if err != nil {
 		return err
 	}
@@ -437,13 +557,10 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if c.usingDevelopmentKey {
-		log.Warn("DEVELOPMENT API KEY IN USE: no ORDERD_API_KEYS configured; do not expose this server",
-			"tenant", DevTenant)
-		fmt.Fprintf(logOut, "\n  *** DEVELOPMENT MODE: use  Authorization: Bearer %s  (tenant %q) ***\n\n", DevAPIKey, DevTenant)
-	}
+	c.logDevelopmentMode(log)
 	log.Info("listening", "addr", ln.Addr().String(), "idempotency_policy", string(c.Policy),
 		"max_in_flight", c.MaxInFlight, "request_timeout", c.RequestTimeout.String(), "group_commit", c.GroupCommit)
 
@@ -464,6 +581,32 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// MaxHeaderBytes bounds the request line and header fields that orderd reads
+// (net/http answers 431 past it).
+const MaxHeaderBytes = 64 << 10
+
+// logDevelopmentMode logs, at warn level and in capitals, that the
+// development key or a built-in simulator is in use: the public development
+// key (it is published in the README, so it is no secret) and which
+// simulators take the place of real providers.
+func (c Config) logDevelopmentMode(log *slog.Logger) {
+	if c.usingDevelopmentKey {
+		log.Warn("DEVELOPMENT API KEY IN USE: no ORDERD_API_KEYS configured; do not expose this server",
+			"api_key", DevAPIKey, "tenant", DevTenant, "authorization", "Bearer "+DevAPIKey)
+	}
+	var sims []string
+	if c.PaymentURL == "" {
+		sims = append(sims, "payment")
+	}
+	if c.WarehouseURL == "" {
+		sims = append(sims, "warehouse")
+	}
+	if len(sims) > 0 {
+		log.Warn("BUILT-IN SIMULATOR IN USE: no real money moves and no goods ship; set ORDERD_PAYMENT_URL for a real provider",
+			"simulated", sims)
+	}
 }
 
 // providers returns the payment gateway and warehouse: HTTP clients of the
@@ -590,7 +733,7 @@ func poolConfig(c Config, rawURL, setting string) (*pgxpool.Config, error) {
 	}
 	q := u.Query()
 	if !q.Has("pool_max_conns") {
-		pc.MaxConns = int32(c.DBMaxConns)
+		pc.MaxConns = int32(c.DBMaxConns) //nolint:gosec // checkLoadBounds keeps it within int32
 	}
 	if !q.Has("pool_min_conns") {
 		pc.MinConns = min(DBMinConns, pc.MaxConns)

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,18 +204,122 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("config = %+v", c)
 		}
 	})
+	emptyFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(emptyFile, []byte("\n  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for name, args := range map[string][]string{
-		"bad policy":       {"-idempotency-policy", "maybe"},
-		"short api key":    {"-api-keys", "acme:short"},
-		"missing tenant":   {"-api-keys", ":sk_live_acme_123"},
-		"not postgres url": {"-database-url", "mysql://x"},
-		"bad log level":    {"-log-level", "loud"},
+		"bad policy":                  {"-idempotency-policy", "maybe"},
+		"short api key":               {"-api-keys", "acme:short"},
+		"missing tenant":              {"-api-keys", ":sk_live_acme_123"},
+		"not postgres url":            {"-database-url", "mysql://x"},
+		"bad log level":               {"-log-level", "loud"},
+		"negative body limit":         {"-max-body-bytes", "-1"},
+		"zero body limit":             {"-max-body-bytes", "0"},
+		"huge body limit":             {"-max-body-bytes", "1000000000"},
+		"zero shutdown timeout":       {"-shutdown-timeout", "0s"},
+		"negative max wait":           {"-max-wait", "-1s"},
+		"negative tenant rate":        {"-tenant-rate-limit", "-1"},
+		"zero tenant burst":           {"-tenant-burst", "0"},
+		"negative auth failures":      {"-auth-failures-per-minute", "-1"},
+		"address without port":        {"-addr", "127.0.0.1"},
+		"empty keys file":             {"-api-keys-file", emptyFile},
+		"keys that are only commas":   {"-api-keys", " , ,"},
+		"dev key on all interfaces":   {"-addr", ":8080"},
+		"dev key on a public address": {"-addr", "192.0.2.1:8080", "-payment-url", "http://127.0.0.1:1"},
+		"simulator on all interfaces": {"-addr", "0.0.0.0:8080", "-api-keys", "acme:sk_live_acme_123"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseConfig(args, io.Discard); err == nil {
 				t.Errorf("ParseConfig(%q) succeeded, want an error", args)
 			}
 		})
+	}
+}
+
+// TestFailClosed: the development key and the built-in simulators are
+// allowed on a loopback address or with -dev-mode, never by default on an
+// address other machines reach; the error names what to configure.
+func TestFailClosed(t *testing.T) {
+	keys := []string{"-api-keys", "acme:sk_live_acme_123"}
+	provider := []string{"-payment-url", "http://127.0.0.1:8090"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" for success, else a part of the error
+	}{
+		{"loopback with the development key and simulators", []string{"-addr", "127.0.0.1:8080"}, ""},
+		{"::1", []string{"-addr", "[::1]:0"}, ""},
+		{"localhost", []string{"-addr", "localhost:8080"}, ""},
+		{"all interfaces, nothing configured", []string{"-addr", ":8080"}, "ORDERD_API_KEYS"},
+		{"public, keys but no provider", append([]string{"-addr", "0.0.0.0:8080"}, keys...), "ORDERD_PAYMENT_URL"},
+		{"public, provider but no keys", append([]string{"-addr", "0.0.0.0:8080"}, provider...), "ORDERD_API_KEYS"},
+		{"public, all configured", append(append([]string{"-addr", "0.0.0.0:8080"}, keys...), provider...), ""},
+		{"public in dev mode", []string{"-addr", "0.0.0.0:8080", "-dev-mode"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig(tc.args, io.Discard)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("ParseConfig: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "ORDERD_DEV_MODE=true")):
+				t.Fatalf("ParseConfig = %v, want an error naming %s and ORDERD_DEV_MODE=true", err, tc.want)
+			}
+		})
+	}
+	t.Run("ORDERD_DEV_MODE in the environment", func(t *testing.T) {
+		t.Setenv("ORDERD_DEV_MODE", "true")
+		if _, err := ParseConfig([]string{"-addr", ":8080"}, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestDevelopmentModeLogsJSON: the development banner and the simulator
+// warning are JSON lines like every other line orderd writes.
+func TestDevelopmentModeLogsJSON(t *testing.T) {
+	var buf bytes.Buffer
+	c, err := ParseConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.logDevelopmentMode(slog.New(slog.NewJSONHandler(&buf, nil)))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("logged %d lines, want the key's and the simulators':\n%s", len(lines), buf.String())
+	}
+	for _, l := range lines {
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Level != "WARN" {
+			t.Errorf("line %q is not a JSON warning: %v", l, err)
+		}
+	}
+	if !strings.Contains(lines[0], DevAPIKey) || !strings.Contains(lines[1], `"simulated":["payment","warehouse"]`) {
+		t.Errorf("lines = %q, want the key, then both simulators", lines)
+	}
+}
+
+// TestSecondOrderdOnOneDataDirectoryRefusesToStart: the embedded store is
+// single-node; a second orderd on its data directory exits at once, saying
+// the directory is in use.
+func TestSecondOrderdOnOneDataDirectoryRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	first := start(t, "ORDERD_DATA_DIR="+dir)
+	defer first.stop(t)
+	bin := proctest.Build(t, "github.com/orderly/orderly/cmd/orderd")
+	// The deadline only guards against a second orderd that starts and
+	// serves: one that refuses exits at once, whatever the machine's load.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(), "ORDERD_ADDR=127.0.0.1:0", "ORDERD_DATA_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("second orderd: %v, want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "data directory is in use by another process") {
+		t.Errorf("output = %q, want it to say the directory is in use", out)
 	}
 }
 

@@ -92,8 +92,10 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		payURL = "http://" + p.Addr()
 	}
 	for i := range cfg.N {
+		// A storm or a benchmark is one tenant on purpose: its rate limit is
+		// off, so what is measured is the service (-orderd-env may set it).
 		env := []string{"ORDERD_ADDR=127.0.0.1:0", "ORDERD_ADMIN_ADDR=127.0.0.1:0", "ORDERD_API_KEYS=" + cfg.APIKeys,
-			"ORDERD_PROVIDER_TIMEOUT=2s", "ORDERD_LEASE=6s", "ORDERD_COMPLETER_INTERVAL=1s"}
+			"ORDERD_PROVIDER_TIMEOUT=2s", "ORDERD_LEASE=6s", "ORDERD_COMPLETER_INTERVAL=1s", "ORDERD_TENANT_RATE_LIMIT=0"}
 		if cfg.DatabaseURL != "" {
 			env = append(env, "ORDERD_DATABASE_URL="+cfg.DatabaseURL)
 		} else {

@@ -80,7 +80,7 @@ func (s *Storm) Run(ctx context.Context, shoppers int, maxOps int64, stopAt time
 	var wg sync.WaitGroup
 	for w := range shoppers {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(s.Seed, uint64(w)+1))
+			rng := rand.New(rand.NewPCG(s.Seed, uint64(w)+1)) //nolint:gosec // w is a shopper's index, never negative
 			for ctx.Err() == nil && s.logical.Load() < maxOps && time.Now().Before(stopAt) {
 				s.runOrder(ctx, rng, int(next.Add(1)))
 			}
@@ -107,11 +107,14 @@ const (
 	parallel
 )
 
+// pattern draws how an operation is sent. Parallel duplicates need two
+// instances or more: with one, their share is sent singly, so a report never
+// counts parallel_instances that went to one instance.
 func (s *Storm) pattern(rng *rand.Rand) pattern {
 	switch x := rng.Float64(); {
 	case x < s.Mix.DoubleClick:
 		return doubleClick
-	case x < s.Mix.DoubleClick+s.Mix.Parallel:
+	case x < s.Mix.DoubleClick+s.Mix.Parallel && s.Instances > 1:
 		return parallel
 	}
 	return single

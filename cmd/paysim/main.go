@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -86,6 +87,12 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.Webhooks.Faults.ReorderWindow, "webhook-reorder-window", 0, "random extra delay in [0, window) per delivery, so webhooks overtake each other")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", paysim.DefaultMaxBodyBytes, "request body limit in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take at shutdown")
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "PAYSIM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if !strings.Contains(f.Usage, env) {
+			f.Usage += " (env " + env + ")"
+		}
+	})
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("PAYSIM")); err != nil {
 		return c, err
 	}
@@ -123,7 +130,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", c.Addr)
 	if err != nil {
 		return err
 	}

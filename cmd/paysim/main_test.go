@@ -1,19 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/orderly/orderly/internal/proctest"
+	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/paysim"
 )
 
@@ -193,7 +194,7 @@ func TestRunStopsWhenTheContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, c, &logs) }()
 	deadline := time.Now().Add(20 * time.Second)
@@ -217,20 +218,16 @@ func TestRunStopsWhenTheContextEnds(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// TestHelpListsEnvironmentVariables: paysim -h names the PAYSIM_* variable
+// of every flag.
+func TestHelpListsEnvironmentVariables(t *testing.T) {
+	var out strings.Builder
+	if _, err := ParseConfig([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("ParseConfig(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, env := range []string{"PAYSIM_ADDR", "PAYSIM_DATA_DIR", "PAYSIM_LATENCY", "PAYSIM_DROP_RATE", "PAYSIM_SEED", "PAYSIM_LOG_LEVEL", "PAYSIM_SHUTDOWN_TIMEOUT"} {
+		if !strings.Contains(out.String(), "(env "+env+")") {
+			t.Errorf("help does not name %s:\n%s", env, out.String())
+		}
+	}
 }

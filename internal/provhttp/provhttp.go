@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/orderly/orderly/internal/requestid"
 )
 
 // MaxAnswerBytes bounds the body of an answer: Do reads no more of it.
@@ -98,7 +100,8 @@ func (e *SendError) Error() string {
 func (e *SendError) Unwrap() error { return e.Err }
 
 // Do sends method path (path is appended to the base URL and may carry a
-// query) with header Idempotency-Key if idempotencyKey is not empty and,
+// query) with header Idempotency-Key if idempotencyKey is not empty, header
+// X-Request-Id if ctx carries a request id (package internal/requestid) and,
 // unless body is nil, body as JSON, and returns the answer, whatever its
 // status. Redirects are answers too unless the Client's http.Client follows
 // them.
@@ -148,6 +151,9 @@ func (c *Client) Do(ctx context.Context, method, path, idempotencyKey string, bo
 	}
 	if idempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	if id := requestid.FromContext(ctx); id != "" {
+		req.Header.Set(requestid.Header, id)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

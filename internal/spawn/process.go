@@ -82,7 +82,8 @@ func Start(cfg Config) (*Process, error) {
 
 // start begins a run with extra added to the environment.
 func (p *Process) start(extra []string) error {
-	cmd := exec.Command(p.cfg.Bin, p.cfg.Args...)
+	// The process outlives any caller's context; Stop and Kill end it.
+	cmd := exec.Command(p.cfg.Bin, p.cfg.Args...) //nolint:noctx // see above
 	cmd.Env = p.cfg.Env
 	if len(extra) > 0 {
 		if cmd.Env == nil {
@@ -99,7 +100,7 @@ func (p *Process) start(extra []string) error {
 	}
 	var logFile *os.File
 	if p.cfg.LogPath != "" {
-		if logFile, err = os.OpenFile(p.cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		if logFile, err = os.OpenFile(p.cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 			return err
 		}
 	}

@@ -160,7 +160,7 @@ func TestTranslate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer holder.Rollback()
+			defer func() { _ = holder.Rollback() }()
 			other, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "test.db")+"?_pragma=busy_timeout(0)&_txlock=immediate")
 			if err != nil {
 				t.Fatal(err)

@@ -5,8 +5,11 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +65,13 @@ type Options struct {
 	WrapGateway func(payment.Gateway) payment.Gateway
 	// ProviderWebhook serves the provider webhook endpoint (api.Config).
 	ProviderWebhook api.ProviderWebhook
+	// TenantRateLimit, TenantBurst and AuthFailuresPerMinute are the API's
+	// rate limits (api.Config); zero means none.
+	TenantRateLimit       float64
+	TenantBurst           int
+	AuthFailuresPerMinute int
+	// Logger receives the API's logs (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Env is a running stack.
@@ -107,6 +117,11 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		ProviderWebhook: opt.ProviderWebhook,
 		// Loopback webhook receivers are what tests have.
 		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now},
+		Logger:          opt.Logger,
+
+		TenantRateLimit:       opt.TenantRateLimit,
+		TenantBurst:           opt.TenantBurst,
+		AuthFailuresPerMinute: opt.AuthFailuresPerMinute,
 	}))
 	t.Cleanup(e.Close)
 	return e
@@ -145,4 +160,25 @@ func (e *Env) Close() {
 		_ = e.Store.Close()
 		e.Store = nil
 	}
+}
+
+// SyncBuffer is a bytes.Buffer that several goroutines may write, such as
+// the log output of a server under test.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

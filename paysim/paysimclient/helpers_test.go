@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/order"
@@ -79,6 +80,19 @@ func newWarehouse(t *testing.T, url string, opts ...paysimclient.Option) *paysim
 	return w
 }
 
+// timeouts returns the per-call timeouts a timeout test tries, doubling from
+// 200ms to below paysimTimeoutDelay, the fault delay of those tests. A test tries the next one while the call ends before
+// the request was written (a busy machine's scheduler did not get to it in
+// time) and asserts what a call that timed out after sending returns: no
+// test depends on a deadline being met by the scheduler.
+func timeouts() []time.Duration {
+	var ds []time.Duration
+	for d := 200 * time.Millisecond; d < paysimTimeoutDelay; d *= 2 {
+		ds = append(ds, d)
+	}
+	return ds
+}
+
 // chargeReq returns a request to charge 42.00 USD for orderID with method.
 func chargeReq(orderID, method string) payment.ChargeRequest {
 	return payment.ChargeRequest{IdempotencyKey: orderID + "/pay", OrderID: orderID, Amount: 4200, Currency: "USD", PaymentMethod: method}
@@ -95,3 +109,7 @@ func shipReq(orderID string, skus ...string) fulfillment.ShipmentRequest {
 	}
 	return fulfillment.ShipmentRequest{IdempotencyKey: orderID + "/fulfill", OrderID: orderID, Items: items}
 }
+
+// paysimTimeoutDelay is how long paysim holds a request under its timeout
+// fault in the timeout tests: longer than any timeout they try.
+const paysimTimeoutDelay = 30 * time.Second

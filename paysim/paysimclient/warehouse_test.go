@@ -3,6 +3,7 @@ package paysimclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,20 +107,29 @@ func TestWarehouseDropAfterCommitIsUnknownThenLookupFindsTheShipment(t *testing.
 
 func TestWarehouseTimeoutIsUnknown(t *testing.T) {
 	t.Parallel()
-	w := startProvider(t, paysim.Faults{TimeoutDelay: 30 * time.Second})
-	wh := newWarehouse(t, w.URL, paysimclient.WithTimeout(200*time.Millisecond))
+	w := startProvider(t, paysim.Faults{TimeoutDelay: paysimTimeoutDelay})
 	ctx := context.Background()
-	req := shipReq("ord_1", paysim.SKUFaultTimeout)
-	_, err := wh.Ship(ctx, req)
-	if !fulfillment.IsUnknownOutcome(err) || fulfillment.IsRetryable(err) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want an unknown outcome caused by the deadline", err)
+	// Each try uses a new order: paysim's timeout fault fires once per key.
+	for i, d := range timeouts() {
+		wh := newWarehouse(t, w.URL, paysimclient.WithTimeout(d))
+		req := shipReq(fmt.Sprintf("ord_%d", i), paysim.SKUFaultTimeout)
+		_, err := wh.Ship(ctx, req)
+		if fulfillment.IsRetryable(err) && errors.Is(err, context.DeadlineExceeded) {
+			t.Logf("timeout %s ended the call before the request was written; doubling it", d)
+			continue
+		}
+		if !fulfillment.IsUnknownOutcome(err) || fulfillment.IsRetryable(err) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want an unknown outcome caused by the deadline", err)
+		}
+		if _, err := wh.Lookup(ctx, req.IdempotencyKey); !errors.Is(err, fulfillment.ErrShipmentNotFound) {
+			t.Errorf("Lookup = %v, want ErrShipmentNotFound (a timeout commits nothing)", err)
+		}
+		if _, err := wh.Ship(ctx, req); err != nil {
+			t.Errorf("retry: %v", err)
+		}
+		return
 	}
-	if _, err := wh.Lookup(ctx, req.IdempotencyKey); !errors.Is(err, fulfillment.ErrShipmentNotFound) {
-		t.Errorf("Lookup = %v, want ErrShipmentNotFound (a timeout commits nothing)", err)
-	}
-	if _, err := wh.Ship(ctx, req); err != nil {
-		t.Errorf("retry: %v", err)
-	}
+	t.Fatal("no timeout let the request be written before it ended the call")
 }
 
 func TestWarehouseCancelledContextIsRetryable(t *testing.T) {

@@ -33,28 +33,38 @@ const FileName = "orderly.db"
 // Store implements store.Store on one SQLite file.
 type Store struct {
 	executor
-	db *sql.DB
+	db     *sql.DB
+	unlock func() error // releases the data directory's lock
 }
 
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file FileName in dir, applies
-// the embedded migrations, and returns the Store. Only one process may use a
-// file at a time; several goroutines may.
+// the embedded migrations, and returns the Store. Only one Store may use a
+// directory at a time, in any process; several goroutines may use it. Open
+// holds an exclusive lock on the directory (sqlitefile.LockDir) until Close,
+// so a second Open of the same directory fails with an error wrapping
+// sqlitefile.ErrDirLocked.
 func Open(ctx context.Context, dir string) (*Store, error) {
+	unlock, err := sqlitefile.LockDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	db, err := sqlitefile.Open(dir, FileName)
 	if err != nil {
+		_ = unlock()
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	if err := migrations.Apply(ctx, db, migrations.SQLite); err != nil {
 		db.Close()
+		_ = unlock()
 		return nil, err
 	}
-	return &Store{executor: executor{db}, db: db}, nil
+	return &Store{executor: executor{db}, db: db, unlock: unlock}, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the database, then releases the directory's lock.
+func (s *Store) Close() error { return errors.Join(s.db.Close(), s.unlock()) }
 
 // Ping checks that the database can be written: it commits a one-row
 // update (one WAL frame and one fsync), so a full disk, an I/O error or a

@@ -1,10 +1,12 @@
 package sqlite_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/sqlitefile"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/store/sqlite"
@@ -84,5 +86,32 @@ func TestDurableAcrossReopen(t *testing.T) {
 	held, err := s.CreateOrder(ctx, &retry, o)
 	if err != nil || held == nil || held.ResourceID != o.ID {
 		t.Errorf("retry after reopen = %v, %v; want the held record of %s", held, err, o.ID)
+	}
+}
+
+// TestOneStorePerDirectory: the embedded store is single-node, so a second
+// Open of a directory in use fails, naming the lock, and succeeds once the
+// first Store is closed.
+func TestOneStorePerDirectory(t *testing.T) {
+	ctx, dir := t.Context(), t.TempDir()
+	first, err := sqlite.Open(ctx, dir)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if second, err := sqlite.Open(ctx, dir); !errors.Is(err, sqlitefile.ErrDirLocked) {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("second Open = %v, want ErrDirLocked", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	again, err := sqlite.Open(ctx, dir)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	if err := again.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -95,7 +96,7 @@ func New(target string, fates Fates, seed uint64) (*Proxy, error) {
 	if err := fates.Validate(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +214,8 @@ func (p *Proxy) serve(c net.Conn) {
 		return
 	}
 	defer p.track(c, false)
-	b, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+	d := net.Dialer{Timeout: 2 * time.Second}
+	b, err := d.DialContext(context.Background(), "tcp", p.target)
 	if err != nil {
 		p.dialFailed.Add(1)
 		_ = c.Close()
