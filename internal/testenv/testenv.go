@@ -117,7 +117,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		ProviderWebhook: opt.ProviderWebhook,
 		// Loopback webhook receivers are what tests have.
 		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now},
-		Logger:          opt.Logger,
+		Logger: opt.Logger,
 
 		TenantRateLimit:       opt.TenantRateLimit,
 		TenantBurst:           opt.TenantBurst,
