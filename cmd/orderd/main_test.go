@@ -186,6 +186,20 @@ func TestParseConfig(t *testing.T) {
 		if c.Addr != "127.0.0.1:8080" || c.DatabaseURL != "" || c.APIKeys[DevAPIKey] != DevTenant || !c.usingDevelopmentKey {
 			t.Errorf("defaults = %+v", c)
 		}
+		if c.CommandsRoot != "orderly" || c.CommandsDuplicateWindow != 2*time.Minute {
+			t.Errorf("commands root %q, duplicate window %s; want orderly, 2m", c.CommandsRoot, c.CommandsDuplicateWindow)
+		}
+	})
+	t.Run("commands subject root and duplicate window", func(t *testing.T) {
+		t.Setenv("ORDERD_COMMANDS_SUBJECT_ROOT", "storm1")
+		t.Setenv("ORDERD_COMMANDS_DUPLICATE_WINDOW", "500ms")
+		c, err := ParseConfig(nil, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.CommandsRoot != "storm1" || c.CommandsDuplicateWindow != 500*time.Millisecond {
+			t.Errorf("commands root %q, duplicate window %s", c.CommandsRoot, c.CommandsDuplicateWindow)
+		}
 	})
 	t.Run("environment", func(t *testing.T) {
 		t.Setenv("ORDERD_API_KEYS", "acme:sk_live_acme_123,globex:sk_live_globex_456")
@@ -201,11 +215,14 @@ func TestParseConfig(t *testing.T) {
 		}
 	})
 	for name, args := range map[string][]string{
-		"bad policy":       {"-idempotency-policy", "maybe"},
-		"short api key":    {"-api-keys", "acme:short"},
-		"missing tenant":   {"-api-keys", ":sk_live_acme_123"},
-		"not postgres url": {"-database-url", "mysql://x"},
-		"bad log level":    {"-log-level", "loud"},
+		"bad policy":                      {"-idempotency-policy", "maybe"},
+		"short api key":                   {"-api-keys", "acme:short"},
+		"missing tenant":                  {"-api-keys", ":sk_live_acme_123"},
+		"not postgres url":                {"-database-url", "mysql://x"},
+		"bad log level":                   {"-log-level", "loud"},
+		"commands root with a dot":        {"-commands-subject-root", "a.b"},
+		"commands root wildcard":          {"-commands-subject-root", "*"},
+		"commands duplicate window short": {"-commands-duplicate-window", "10ms"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseConfig(args, io.Discard); err == nil {
