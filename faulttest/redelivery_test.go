@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/natsbus"
 	"github.com/orderly/orderly/paysim"
 	"github.com/orderly/orderly/store/pgtest"
@@ -71,7 +71,7 @@ const (
 // "duplicate"); every HTTP answer the operation's one outcome; the only
 // dead letters the declined pay's copies.
 func TestRedeliveriesTakeEffectOnce(t *testing.T) {
-	js := natsJetStream(t)
+	js := testenv.JetStream(t)
 	for _, kind := range []string{"postgres", "sqlite"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -79,36 +79,6 @@ func TestRedeliveriesTakeEffectOnce(t *testing.T) {
 			s.run(t)
 		})
 	}
-}
-
-// natsJetStream connects to the machine's NATS JetStream
-// (ORDERLY_TEST_NATS_URL, default nats://127.0.0.1:4222); it skips the test
-// without one, and fails it in CI (CI=true or ORDERLY_REQUIRE_NATS=1).
-func natsJetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	u := os.Getenv("ORDERLY_TEST_NATS_URL")
-	if u == "" {
-		u = "nats://127.0.0.1:4222"
-	}
-	nc, err := nats.Connect(u, nats.Timeout(2*time.Second))
-	if err == nil {
-		var js jetstream.JetStream
-		if js, err = jetstream.New(nc); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if _, err = js.AccountInfo(ctx); err == nil {
-				t.Cleanup(nc.Close)
-				return js
-			}
-		}
-		nc.Close()
-	}
-	msg := fmt.Sprintf("this test needs NATS with JetStream at %s (ORDERLY_TEST_NATS_URL; start one: nats-server -a 127.0.0.1 -p 4222 -js): %v", u, err)
-	if os.Getenv("CI") == "true" || os.Getenv("ORDERLY_REQUIRE_NATS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return nil
 }
 
 // plannedOp is one operation of the test: sent on the bus and over HTTP

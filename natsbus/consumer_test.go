@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -209,30 +208,11 @@ func TestRejectedCommandsAreDeadLettered(t *testing.T) {
 	}
 }
 
-// jetStream connects to the machine's NATS (127.0.0.1:4222); it skips
-// without one, unless CI=true, where it fails.
-func jetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect("nats://127.0.0.1:4222", nats.Timeout(2*time.Second))
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("NATS with JetStream is required in CI (127.0.0.1:4222): %v", err)
-		}
-		t.Skipf("no NATS at 127.0.0.1:4222 (%v); start one with: nats-server -a 127.0.0.1 -p 4222 -js", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // TestJetStreamEndToEnd: commands published to a real stream are applied
 // once (a duplicate publish is dropped by the stream, an HTTP twin replays),
 // and a reused key lands on the dead-letter subject with its reason.
 func TestJetStreamEndToEnd(t *testing.T) {
-	js := jetStream(t)
+	js := testenv.JetStream(t)
 	env := testenv.New(t, testenv.SQLite, testenv.Options{})
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	root, stream := "test"+id, "TEST_COMMANDS_"+id
