@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderly/orderly/event"
@@ -23,47 +21,12 @@ import (
 	"github.com/orderly/orderly/store"
 )
 
-// natsURL is the JetStream server the tests use (ORDERLY_TEST_NATS_URL, by
-// default the local one .ci/run starts).
-func natsURL() string {
-	if u := os.Getenv("ORDERLY_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
-
-// jetStream connects, or skips the test when no server answers — fails
-// it in CI (CI=true, or ORDERLY_REQUIRE_NATS=1 as .ci/run sets).
-func jetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
-	if err == nil {
-		var js jetstream.JetStream
-		if js, err = jetstream.New(nc); err == nil {
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			defer cancel()
-			if _, err = js.AccountInfo(ctx); err == nil {
-				t.Cleanup(nc.Close)
-				return js
-			}
-		}
-		nc.Close()
-	}
-	msg := fmt.Sprintf("NATS JetStream tests need a server with JetStream at %s (set ORDERLY_TEST_NATS_URL, or start one: "+
-		"nats-server -a 127.0.0.1 -p 4222 -js): %v", natsURL(), err)
-	if os.Getenv("CI") == "true" || os.Getenv("ORDERLY_REQUIRE_NATS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return nil
-}
-
 // TestPublishesEveryEventOnce publishes a few orders' events to a stream
 // of the test's own, then publishes them all again from the start (a
 // crash before the cursor moved): the stream drops the duplicates by
 // Nats-Msg-Id, and holds each event once, in each order's sequence.
 func TestPublishesEveryEventOnce(t *testing.T) {
-	js := jetStream(t)
+	js := testenv.JetStream(t)
 	for _, kind := range testenv.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

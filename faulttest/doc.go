@@ -13,5 +13,11 @@
 // Idempotency-Key returns the final result as a replay. A fault-matrix
 // summary is logged at the end; any anomaly fails the run.
 //
+// TestRedeliveriesTakeEffectOnce (both stores, with the machine's NATS
+// JetStream) redelivers every provider webhook and every bus command many
+// times, shuffled, alongside HTTP retries of the same operations and
+// across a SIGKILL of orderd, and checks one capture, one effect and one
+// event per change.
+//
 // The package holds no production code: everything else is in its tests.
 package faulttest

@@ -77,12 +77,18 @@ func New(js jetstream.JetStream, cmds *api.Commands, cfg Config) *Consumer {
 	return &Consumer{js: js, cmds: cmds, cfg: cfg}
 }
 
+// DefaultDuplicateWindow is the commands stream's duplicate window when
+// none is given: a command published again with the same Nats-Msg-Id within
+// it is dropped by the stream, a later one is replayed by the idempotency
+// ledger.
+const DefaultDuplicateWindow = 2 * time.Minute
+
 // EnsureStream creates (or updates) the stream name of the commands and
 // dead letters under root, with a duplicate window of dupWindow (default
-// 2m).
+// DefaultDuplicateWindow).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, name, root string, dupWindow time.Duration) error {
 	if dupWindow <= 0 {
-		dupWindow = 2 * time.Minute
+		dupWindow = DefaultDuplicateWindow
 	}
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: name, Subjects: []string{CommandSubject(root, "*", "*"), DeadLetterSubject(root, "*", "*")},
@@ -195,7 +201,10 @@ func (c *Consumer) deadLetter(m jetstream.Msg, cmd api.Command, reason string, p
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
-	if err := m.TermWithReason(reason); err != nil && !errors.Is(err, nats.ErrMsgAlreadyAckd) {
+	// A plain Term: servers before 2.10.4 ignore "+TERM <reason>" (the
+	// message stays pending and is redelivered, and dead-lettered again,
+	// every AckWait). The reason travels in the dead letter's header.
+	if err := m.Term(); err != nil && !errors.Is(err, nats.ErrMsgAlreadyAckd) {
 		c.cfg.Logger.Warn("term failed", "err", err)
 	}
 	c.cfg.Logger.Info("command dead-lettered", "subject", m.Subject(), "reason", reason)

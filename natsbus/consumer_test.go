@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +32,7 @@ type fakeMsg struct {
 	data          []byte
 	mu            sync.Mutex
 	acked, nakked bool
-	termed        string
+	termed        bool
 }
 
 func (m *fakeMsg) Subject() string      { return m.subject }
@@ -51,9 +50,9 @@ func (m *fakeMsg) NakWithDelay(time.Duration) error {
 	m.mu.Unlock()
 	return nil
 }
-func (m *fakeMsg) TermWithReason(r string) error {
+func (m *fakeMsg) Term() error {
 	m.mu.Lock()
-	m.termed = r
+	m.termed = true
 	m.mu.Unlock()
 	return nil
 }
@@ -146,8 +145,8 @@ func TestRedeliveriesAndHTTPTwinTakeEffectOnce(t *testing.T) {
 			}
 			wg.Wait()
 			for i, m := range msgs {
-				if m.termed != "" || (!m.acked && !m.nakked) {
-					t.Errorf("delivery %d: acked=%v nakked=%v termed=%q", i, m.acked, m.nakked, m.termed)
+				if m.termed || (!m.acked && !m.nakked) {
+					t.Errorf("delivery %d: acked=%v nakked=%v termed=%v", i, m.acked, m.nakked, m.termed)
 				}
 			}
 			// A Nak'd delivery comes back: the redelivery replays the outcome.
@@ -196,8 +195,8 @@ func TestRejectedCommandsAreDeadLettered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(js.dead)
 			c.Handle(t.Context(), tc.m)
-			if !strings.HasPrefix(tc.m.termed, tc.reason) || tc.m.acked {
-				t.Fatalf("termed %q acked %v, want Term with %q", tc.m.termed, tc.m.acked, tc.reason)
+			if !tc.m.termed || tc.m.acked {
+				t.Fatalf("termed %v acked %v, want Term", tc.m.termed, tc.m.acked)
 			}
 			if len(js.dead) != before+1 || !strings.HasPrefix(js.dead[before].Header.Get(natsbus.ReasonHeader), tc.reason) {
 				t.Fatalf("dead letters: %d (want %d) reason %q", len(js.dead), before+1, js.dead[len(js.dead)-1].Header.Get(natsbus.ReasonHeader))
@@ -209,30 +208,11 @@ func TestRejectedCommandsAreDeadLettered(t *testing.T) {
 	}
 }
 
-// jetStream connects to the machine's NATS (127.0.0.1:4222); it skips
-// without one, unless CI=true, where it fails.
-func jetStream(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect("nats://127.0.0.1:4222", nats.Timeout(2*time.Second))
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("NATS with JetStream is required in CI (127.0.0.1:4222): %v", err)
-		}
-		t.Skipf("no NATS at 127.0.0.1:4222 (%v); start one with: nats-server -a 127.0.0.1 -p 4222 -js", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // TestJetStreamEndToEnd: commands published to a real stream are applied
 // once (a duplicate publish is dropped by the stream, an HTTP twin replays),
 // and a reused key lands on the dead-letter subject with its reason.
 func TestJetStreamEndToEnd(t *testing.T) {
-	js := jetStream(t)
+	js := testenv.JetStream(t)
 	env := testenv.New(t, testenv.SQLite, testenv.Options{})
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	root, stream := "test"+id, "TEST_COMMANDS_"+id
@@ -290,6 +270,23 @@ func TestJetStreamEndToEnd(t *testing.T) {
 	}
 	if r := dl.Headers().Get(natsbus.ReasonHeader); r != "idempotency_key_reused" {
 		t.Fatalf("dead letter reason %q, want idempotency_key_reused", r)
+	}
+	// The rejected command is terminated, not left pending: a server that
+	// ignored the termination would redeliver it (and dead-letter it
+	// again) every AckWait.
+	cons, err := js.Consumer(ctx, stream, "orderd-"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *jetstream.ConsumerInfo
+	for range 300 {
+		if info, err = cons.Info(ctx); err == nil && info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || info.NumAckPending != 0 || info.NumPending != 0 {
+		t.Fatalf("the consumer still holds commands after the dead letter: %+v, %v", info, err)
 	}
 	if got, _ := env.Service.Get(ctx, testenv.TenantA, third.ID); got.State != order.Received {
 		t.Fatalf("the rejected command paid the order: %s", got.State)

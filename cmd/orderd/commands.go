@@ -29,7 +29,7 @@ func startCommands(ctx context.Context, c Config, svc *service.Service, apiCfg a
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := natsbus.EnsureStream(sctx, js, c.CommandsStream, natsbus.DefaultRoot, 0); err != nil {
+	if err := natsbus.EnsureStream(sctx, js, c.CommandsStream, c.CommandsRoot, c.CommandsDuplicateWindow); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("commands stream %s: %w", c.CommandsStream, err)
 	}
@@ -38,7 +38,7 @@ func startCommands(ctx context.Context, c Config, svc *service.Service, apiCfg a
 		tenants[t] = true
 	}
 	cons := natsbus.New(js, api.NewCommands(svc, apiCfg), natsbus.Config{
-		Stream: c.CommandsStream, Durable: c.CommandsDurable, Tenants: tenants, Logger: log,
+		Root: c.CommandsRoot, Stream: c.CommandsStream, Durable: c.CommandsDurable, Tenants: tenants, Logger: log,
 		AckWait: c.LeaseDuration + c.RequestTimeout,
 	})
 	cctx, ccancel := context.WithCancel(ctx)

@@ -44,6 +44,7 @@ import (
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/natsbus"
 	"github.com/orderly/orderly/observe"
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/paysimclient"
@@ -139,6 +140,14 @@ type Config struct {
 	// AuthFailuresPerMinute bounds failed authentications per client
 	// address; 0 turns the limit off (api.Config.AuthFailuresPerMinute).
 	AuthFailuresPerMinute int
+	// CommandsRoot is the first subject token of the commands
+	// (<root>.<tenant>.commands.<op>), so that several deployments, or
+	// tests, can share one NATS server with streams that do not overlap.
+	CommandsRoot string
+	// CommandsDuplicateWindow is the commands stream's duplicate window:
+	// a command published again with the same Nats-Msg-Id within it is
+	// dropped by the stream; later ones reach the idempotency ledger.
+	CommandsDuplicateWindow time.Duration
 }
 
 // Defaults of the load bounds.
@@ -212,6 +221,8 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.CommandsNATSURL, "commands-nats-url", "", "nats:// URL of a JetStream server to take commands from (orderly.<tenant>.commands.<op>); empty takes none")
 	fs.StringVar(&c.CommandsStream, "commands-stream", "ORDERLY_COMMANDS", "JetStream stream of commands and dead letters (created if missing)")
 	fs.StringVar(&c.CommandsDurable, "commands-consumer", "orderd-commands", "durable consumer name shared by every orderd instance")
+	fs.StringVar(&c.CommandsRoot, "commands-subject-root", natsbus.DefaultRoot, "first token of the command subjects <root>.<tenant>.commands.<op>")
+	fs.DurationVar(&c.CommandsDuplicateWindow, "commands-duplicate-window", natsbus.DefaultDuplicateWindow, "the commands stream's duplicate window: a resend with the same Nats-Msg-Id within it is dropped by the stream")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if !strings.Contains(f.Usage, env) {
@@ -261,6 +272,12 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	if err := c.loadAPIKeys(*keys, *keysFile); err != nil {
 		return c, err
+	}
+	if c.CommandsRoot == "" || strings.ContainsAny(c.CommandsRoot, ".*> \t") {
+		return c, fmt.Errorf("-commands-subject-root (ORDERD_COMMANDS_SUBJECT_ROOT) must be one subject token (no '.', '*', '>' or spaces), not %q", c.CommandsRoot)
+	}
+	if c.CommandsDuplicateWindow < 100*time.Millisecond {
+		return c, errors.New("-commands-duplicate-window (ORDERD_COMMANDS_DUPLICATE_WINDOW) must be at least 100ms")
 	}
 	if c.ProviderWebhookSecret != "" && len(c.ProviderWebhookSecret) < 16 {
 		return c, errors.New("-provider-webhook-secret (ORDERD_PROVIDER_WEBHOOK_SECRET) must be at least 16 bytes")

@@ -190,6 +190,20 @@ func TestParseConfig(t *testing.T) {
 		if c.Addr != "127.0.0.1:8080" || c.DatabaseURL != "" || c.APIKeys[DevAPIKey] != DevTenant || !c.usingDevelopmentKey {
 			t.Errorf("defaults = %+v", c)
 		}
+		if c.CommandsRoot != "orderly" || c.CommandsDuplicateWindow != 2*time.Minute {
+			t.Errorf("commands root %q, duplicate window %s; want orderly, 2m", c.CommandsRoot, c.CommandsDuplicateWindow)
+		}
+	})
+	t.Run("commands subject root and duplicate window", func(t *testing.T) {
+		t.Setenv("ORDERD_COMMANDS_SUBJECT_ROOT", "storm1")
+		t.Setenv("ORDERD_COMMANDS_DUPLICATE_WINDOW", "500ms")
+		c, err := ParseConfig(nil, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.CommandsRoot != "storm1" || c.CommandsDuplicateWindow != 500*time.Millisecond {
+			t.Errorf("commands root %q, duplicate window %s", c.CommandsRoot, c.CommandsDuplicateWindow)
+		}
 	})
 	t.Run("environment", func(t *testing.T) {
 		t.Setenv("ORDERD_API_KEYS", "acme:sk_live_acme_123,globex:sk_live_globex_456")
@@ -209,25 +223,28 @@ func TestParseConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, args := range map[string][]string{
-		"bad policy":                  {"-idempotency-policy", "maybe"},
-		"short api key":               {"-api-keys", "acme:short"},
-		"missing tenant":              {"-api-keys", ":sk_live_acme_123"},
-		"not postgres url":            {"-database-url", "mysql://x"},
-		"bad log level":               {"-log-level", "loud"},
-		"negative body limit":         {"-max-body-bytes", "-1"},
-		"zero body limit":             {"-max-body-bytes", "0"},
-		"huge body limit":             {"-max-body-bytes", "1000000000"},
-		"zero shutdown timeout":       {"-shutdown-timeout", "0s"},
-		"negative max wait":           {"-max-wait", "-1s"},
-		"negative tenant rate":        {"-tenant-rate-limit", "-1"},
-		"zero tenant burst":           {"-tenant-burst", "0"},
-		"negative auth failures":      {"-auth-failures-per-minute", "-1"},
-		"address without port":        {"-addr", "127.0.0.1"},
-		"empty keys file":             {"-api-keys-file", emptyFile},
-		"keys that are only commas":   {"-api-keys", " , ,"},
-		"dev key on all interfaces":   {"-addr", ":8080"},
-		"dev key on a public address": {"-addr", "192.0.2.1:8080", "-payment-url", "http://127.0.0.1:1"},
-		"simulator on all interfaces": {"-addr", "0.0.0.0:8080", "-api-keys", "acme:sk_live_acme_123"},
+		"bad policy":                      {"-idempotency-policy", "maybe"},
+		"short api key":                   {"-api-keys", "acme:short"},
+		"missing tenant":                  {"-api-keys", ":sk_live_acme_123"},
+		"not postgres url":                {"-database-url", "mysql://x"},
+		"bad log level":                   {"-log-level", "loud"},
+		"negative body limit":             {"-max-body-bytes", "-1"},
+		"zero body limit":                 {"-max-body-bytes", "0"},
+		"huge body limit":                 {"-max-body-bytes", "1000000000"},
+		"zero shutdown timeout":           {"-shutdown-timeout", "0s"},
+		"negative max wait":               {"-max-wait", "-1s"},
+		"negative tenant rate":            {"-tenant-rate-limit", "-1"},
+		"zero tenant burst":               {"-tenant-burst", "0"},
+		"negative auth failures":          {"-auth-failures-per-minute", "-1"},
+		"address without port":            {"-addr", "127.0.0.1"},
+		"empty keys file":                 {"-api-keys-file", emptyFile},
+		"keys that are only commas":       {"-api-keys", " , ,"},
+		"dev key on all interfaces":       {"-addr", ":8080"},
+		"dev key on a public address":     {"-addr", "192.0.2.1:8080", "-payment-url", "http://127.0.0.1:1"},
+		"simulator on all interfaces":     {"-addr", "0.0.0.0:8080", "-api-keys", "acme:sk_live_acme_123"},
+		"commands root with a dot":        {"-commands-subject-root", "a.b"},
+		"commands root wildcard":          {"-commands-subject-root", "*"},
+		"commands duplicate window short": {"-commands-duplicate-window", "10ms"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseConfig(args, io.Discard); err == nil {

@@ -25,6 +25,13 @@
 //   - repeats with a new key (a reloaded page pays again), and races of pay
 //     against cancel or fulfil on different instances.
 //
+// With -bus-commands F a fraction F of the keyed pays, fulfils and cancels
+// are sent as NATS JetStream commands instead (orderd's -commands-nats-url):
+// one to three copies with the key as Nats-Msg-Id, some raced by an HTTP
+// twin with the same key, some redelivered -bus-late-after later; once the
+// key is completed the outcome is read back over HTTP with the key and
+// must be a replay.
+//
 // With -paysim it sets paysim's run-level faults (drop, timeout, error,
 // latency) and some pays use its one-shot fault payment methods and SKUs.
 // With -spawn N it builds and starts N orderd (and a paysim) itself, and
@@ -36,7 +43,10 @@
 // checked with read-only queries: exactly one order per logical create, no
 // acknowledged order lost, answers and key records agree, at most one
 // capture per order, and every order's state consistent with its provider
-// attempts and the provider's ledger. The run passes iff there are no
+// attempts and the provider's ledger; with -webhooks, the outbox and the
+// webhooks received; with -bus-commands, every command's effect exactly once
+// (its read-back a replay, one order.payment_failed per declined key, the
+// consumer drained). The run passes iff there are no
 // anomalies; the exit code is 1 otherwise (2 for a harness error).
 //
 // # Bench
@@ -125,6 +135,11 @@ type Config struct {
 	// Webhooks registers a loopback webhook receiver with orderd and checks
 	// the outbox and the deliveries after the storm.
 	Webhooks bool `json:"webhooks"`
+	// Bus, with Mix.BusCommands > 0, sends some operations as JetStream
+	// commands; DeleteBusStream deletes Bus.Stream after the run.
+	Bus             BusConfig     `json:"-"`
+	DeleteBusStream bool          `json:"-"`
+	BusLateAfter    time.Duration `json:"bus_late_after"`
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -178,6 +193,14 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Pgbench, "pgbench", "", "bench: pgbench binary (empty: skip pgbench)")
 	fs.StringVar(&c.BenchSQL, "bench-sql", "bench", "bench: directory of the pgbench scripts")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
+	fs.Float64Var(&c.Mix.BusCommands, "bus-commands", 0, "fraction of keyed pays, fulfils and cancels sent as JetStream commands (orderd needs -commands-nats-url)")
+	fs.Float64Var(&c.Mix.BusTwin, "bus-twin", DefaultMix.BusTwin, "fraction of bus commands raced by an HTTP request with the same key")
+	fs.StringVar(&c.Bus.URL, "nats-url", "nats://127.0.0.1:4222", "with -bus-commands: the JetStream server orderd takes commands from")
+	fs.StringVar(&c.Bus.Root, "bus-subject-root", "orderly", "with -bus-commands: orderd's -commands-subject-root")
+	fs.StringVar(&c.Bus.Stream, "bus-stream", "", "with -bus-commands: orderd's -commands-stream, to wait until its consumer has handled every command")
+	fs.StringVar(&c.Bus.Consumer, "bus-consumer", "orderd-commands", "with -bus-stream: orderd's -commands-consumer")
+	fs.DurationVar(&c.BusLateAfter, "bus-late-after", 3*time.Second, "a late redelivery of a bus command is published this long after its read-back (keep it above orderd's -commands-duplicate-window)")
+	fs.BoolVar(&c.DeleteBusStream, "bus-delete-stream", false, "delete -bus-stream after the run (a stream of the run's own)")
 	fs.BoolVar(&c.Webhooks, "webhooks", false, "receive orderd's webhooks on a loopback endpoint and check them after the storm (orderd needs ORDERD_WEBHOOK_ALLOW_PRIVATE=true; -spawn sets it)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -188,6 +211,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	c.PaysimFaults = pf
 	m := DefaultMix
 	m.DoubleClick, m.Parallel, m.Replay, m.MethodFaults, m.SKUFaults = c.Mix.DoubleClick, c.Mix.Parallel, c.Mix.Replay, c.Mix.MethodFaults, c.Mix.SKUFaults
+	m.BusCommands, m.BusTwin = c.Mix.BusCommands, c.Mix.BusTwin
 	c.Mix = m
 	for _, t := range strings.Split(targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -224,6 +248,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, errors.New("-kill-every and -kill-db-connections-every only hit what orderstorm started: they need -spawn")
 	case c.KillDBEvery > 0 && !strings.HasPrefix(c.DatabaseURL, "postgres"):
 		return c, errors.New("-kill-db-connections-every needs a postgres:// -database-url")
+	case c.Mix.BusCommands < 0 || c.Mix.BusCommands > 1 || c.Mix.BusTwin < 0 || c.Mix.BusTwin > 1:
+		return c, errors.New("-bus-commands and -bus-twin must be in [0, 1]")
+	case c.DeleteBusStream && c.Bus.Stream == "":
+		return c, errors.New("-bus-delete-stream needs -bus-stream")
 	}
 	if err := c.Fates.Validate(); err != nil {
 		return c, err
@@ -231,7 +259,11 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	if err := c.PaysimFaults.Validate(); err != nil {
 		return c, fmt.Errorf("paysim faults: %w", err)
 	}
-	for _, u := range append(append([]string{}, c.Targets...), c.PaysimURL, c.DatabaseURL) {
+	natsURL := ""
+	if c.Mix.BusCommands > 0 {
+		natsURL = strings.Replace(c.Bus.URL, "nats://", "http://", 1) // the same host check
+	}
+	for _, u := range append(append([]string{}, c.Targets...), c.PaysimURL, c.DatabaseURL, natsURL) {
 		if err := loopbackOnly(u); err != nil {
 			return c, err
 		}

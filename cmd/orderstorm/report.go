@@ -14,6 +14,7 @@ import (
 	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 	"github.com/orderly/orderly/cmd/orderstorm/internal/check"
 	"github.com/orderly/orderly/cmd/orderstorm/internal/faultproxy"
+	"github.com/orderly/orderly/paysim"
 )
 
 // Result is everything a run reports; it is written as JSON by -json.
@@ -37,9 +38,19 @@ type Result struct {
 	Reconcile     ReconcileTotals      `json:"reconcile"`
 	Check         *check.Report        `json:"check,omitempty"`
 	Webhooks      *check.WebhookReport `json:"webhooks,omitempty"`
-	Latency       []LatencyStats       `json:"latency"`
-	Bench         []BenchRow           `json:"bench,omitempty"`
-	Notes         []string             `json:"notes,omitempty"`
+	Bus           *BusResult           `json:"bus,omitempty"`
+	// ProviderWebhooks are paysim's webhook counters (since its last
+	// start), when it sends webhooks.
+	ProviderWebhooks *paysim.WebhookStats `json:"provider_webhooks,omitempty"`
+	Latency          []LatencyStats       `json:"latency"`
+	Bench            []BenchRow           `json:"bench,omitempty"`
+	Notes            []string             `json:"notes,omitempty"`
+}
+
+// BusResult is what the bus sent and what its check looked at.
+type BusResult struct {
+	BusTotals
+	Check check.BusReport `json:"check"`
 }
 
 // HTTPTotals counts requests.
@@ -162,6 +173,14 @@ func PrintSummary(w io.Writer, r *Result) {
 		line("checked", fmt.Sprintf("%d orders", c.DBOrders), fmt.Sprintf("%d keys, %d attempts; %s", c.KeysChecked, c.AttemptsChecked, ledger))
 		if w := r.Webhooks; w != nil {
 			line("webhooks", fmt.Sprintf("%d events", w.Events), fmt.Sprintf("%d deliveries received (%d redeliveries); outbox, order, signatures checked", w.Deliveries, w.Redelivery))
+		}
+		if p := r.ProviderWebhooks; p != nil {
+			line("provider webhooks", fmt.Sprintf("%d events", p.Events), fmt.Sprintf("paysim → orderd: %d duplicated, %d dropped, %d delivered, %d failed tries, %d given up",
+				p.Duplicated, p.Dropped, p.Delivered, p.Failed, p.GaveUp))
+		}
+		if b := r.Bus; b != nil {
+			line("bus commands", fmt.Sprintf("%d commands", b.Commands), fmt.Sprintf("%d copies (%d taken in by the stream, %d late), %d raced by HTTP; %d read back; %d declined keys, %d payment_failed events",
+				b.Published, b.Accepted, b.Late, b.Twins, b.Check.ReadBack, b.Check.DeclinedKeys, b.Check.DeclineEvents))
 		}
 		line("ANOMALIES", c.Total, "")
 		for _, k := range sortedKeys(c.ByKind) {

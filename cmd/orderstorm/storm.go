@@ -33,14 +33,20 @@ type Mix struct {
 	StopPaid     float64 // a paid order is left unfulfilled
 	RaceFulCncl  float64 // a paid order gets fulfil and cancel at once on different instances
 	Impatient    float64 // after a pay without an answer, the shopper pays again with a new key
+	BusCommands  float64 // a keyed pay, fulfil or cancel is sent as a JetStream command (needs a Bus)
+	BusTwin      float64 // a bus command is raced by an HTTP twin with the same key
 }
 
 // DefaultMix is the default storm traffic.
 var DefaultMix = Mix{
 	DoubleClick: 0.15, Parallel: 0.15, Replay: 0.2, MethodFaults: 0.06, SKUFaults: 0.04, OutOfStock: 0.01,
 	Decline: 0.04, NewKeyRepeat: 0.05, CancelRCVD: 0.08, Abandon: 0.04, RacePayCncl: 0.04, RacePayFul: 0.03,
-	CancelPaid: 0.08, StopPaid: 0.05, RaceFulCncl: 0.04, Impatient: 0.5,
+	CancelPaid: 0.08, StopPaid: 0.05, RaceFulCncl: 0.04, Impatient: 0.5, BusTwin: 0.3,
 }
+
+// busWait bounds how long a shopper waits for a bus command's key to be
+// completed before it reads the outcome back.
+const busWait = 60 * time.Second
 
 // Storm drives shoppers against the instances.
 type Storm struct {
@@ -49,6 +55,15 @@ type Storm struct {
 	Instances int
 	Mix       Mix
 	Seed      uint64
+	// Bus, if set, receives the operations Mix.BusCommands selects.
+	Bus *Bus
+	// BusLateAfter is how long after a bus command's read-back its late
+	// redelivery is published: past orderd's duplicate window, so that the
+	// copy reaches the idempotency ledger instead of being dropped by the
+	// stream.
+	BusLateAfter time.Duration
+
+	late sync.WaitGroup // late redeliveries still to publish
 
 	logical atomic.Int64 // logical operations started
 	orders  atomic.Int64
@@ -147,6 +162,9 @@ func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *book.Op, p patt
 		s.logical.Add(1)
 	}
 	a, b := s.pick(rng)
+	if s.Bus != nil && op.Keyed && op.Kind != book.KindCreate && rng.Float64() < s.Mix.BusCommands {
+		return s.viaBus(ctx, rng, op, a, b)
+	}
 	switch p {
 	case doubleClick:
 		var wg sync.WaitGroup
@@ -185,6 +203,59 @@ func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *book.Op, p patt
 	}
 	return op.Definitive()
 }
+
+// viaBus sends op as a bus command: one to three copies with its key as
+// Nats-Msg-Id (the stream drops those within its duplicate window, the
+// ledger replays the rest), sometimes raced by an HTTP twin with the same
+// key on instance b. Once the key is completed, the outcome is read back
+// over HTTP with the key on instance a (it must be a replay: the command
+// took effect), and sometimes one more copy follows BusLateAfter later, a
+// late redelivery.
+func (s *Storm) viaBus(ctx context.Context, rng *rand.Rand, op *book.Op, a, b int) (book.Obs, bool) {
+	op.Bus = true
+	s.Bus.commands.Add(1)
+	copies := 1 + rng.IntN(3)
+	gaps := make([]time.Duration, copies)
+	for i := range gaps {
+		gaps[i] = time.Duration(rng.IntN(40)) * time.Millisecond
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, gap := range gaps {
+			time.Sleep(gap)
+			if err := s.Bus.Publish(ctx, op); err != nil {
+				s.count(&s.dups, "bus publish failed", 1)
+			}
+		}
+	})
+	if rng.Float64() < s.Mix.BusTwin {
+		s.Bus.twins.Add(1)
+		wg.Go(func() { s.Send.Send(ctx, op, b, book.ViaBusTwin) })
+	}
+	wg.Wait()
+	s.count(&s.dups, "bus command copies", int64(copies))
+	s.Send.awaitKeyCompleted(ctx, a, op.Key, busWait)
+	s.Send.Send(ctx, op, a, book.ViaBus)
+	if rng.IntN(2) == 0 {
+		s.Bus.late.Add(1)
+		s.late.Go(func() {
+			t := time.NewTimer(s.BusLateAfter)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := s.Bus.Publish(ctx, op); err != nil {
+				s.count(&s.dups, "bus publish failed", 1)
+			}
+		})
+	}
+	return op.Definitive()
+}
+
+// WaitLate waits until every late redelivery is published.
+func (s *Storm) WaitLate() { s.late.Wait() }
 
 func (s *Storm) newOp(o *book.OrderRec, p pattern, spec book.OpSpec) *book.Op {
 	spec.Keyed = p != doubleClick

@@ -98,7 +98,22 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 			return nil, err
 		}
 	}
-	storm := &Storm{Book: rec, Send: sender, Instances: len(bases), Mix: cfg.Mix, Seed: cfg.Seed}
+	var bus *Bus
+	if cfg.Mix.BusCommands > 0 {
+		cfg.Bus.Tenant = cfg.Tenant
+		if bus, err = NewBus(cfg.Bus); err != nil {
+			return nil, err
+		}
+		defer bus.Close()
+		if cfg.DeleteBusStream {
+			defer func() {
+				if err := bus.DeleteStream(context.WithoutCancel(ctx)); err != nil {
+					logf(progress, "deleting the commands stream %s: %v", cfg.Bus.Stream, err)
+				}
+			}()
+		}
+	}
+	storm := &Storm{Book: rec, Send: sender, Instances: len(bases), Mix: cfg.Mix, Seed: cfg.Seed, Bus: bus, BusLateAfter: cfg.BusLateAfter}
 
 	start := time.Now()
 	stopAt := start.Add(cfg.Duration)
@@ -148,6 +163,7 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 	logf(progress, "storm %s: %d shoppers on %d instance(s), up to %d logical ops or %s (seed %d)",
 		runID, cfg.Shoppers, len(bases), cfg.Ops, cfg.Duration, cfg.Seed)
 	storm.Run(ctx, cfg.Shoppers, cfg.Ops, stopAt)
+	storm.WaitLate()
 	res.Seconds = round3(time.Since(start).Seconds())
 	stopChaos()
 	<-chaosDone
@@ -182,6 +198,20 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 	}
 	logf(progress, "storm done in %.1fs: %d logical ops; reconciling", res.Seconds, storm.Logical())
 	res.Reconcile.Before, res.Reconcile.After = storm.Reconcile(ctx, time.Now().Add(cfg.Settle), 8)
+	if bus != nil {
+		// Late copies and redeliveries: wait (bounded by -settle) until
+		// orderd's consumer has handled every command.
+		res.Bus = &BusResult{BusTotals: bus.Totals()}
+		deadline := time.Now().Add(max(cfg.Settle, 30*time.Second))
+		for {
+			ok, err := bus.Drained(ctx)
+			if ok || time.Now().After(deadline) || ctx.Err() != nil {
+				res.Bus.Drained = ok && err == nil
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
 
 	// Totals.
 	res.LogicalOps = storm.Logical()
@@ -217,6 +247,9 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		}
 		tally.fold(after)
 		res.Faults.Paysim = tally.total()
+		if after.Webhooks.Events > 0 {
+			res.ProviderWebhooks = &after.Webhooks
+		}
 		snap, err := admin.Ledger(ctx)
 		if err != nil {
 			return nil, err
@@ -254,6 +287,14 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 			}
 			res.Webhooks = &wr
 			logf(progress, "webhooks: %d events, %d deliveries (%d redeliveries)", wr.Events, wr.Deliveries, wr.Redelivery)
+		}
+		if res.Bus != nil {
+			if !res.Bus.Drained {
+				rep.Add(check.AnomalyBusNotDrained, cfg.Bus.Stream, "orderd's consumer %s still holds commands after the settle time", cfg.Bus.Consumer)
+			}
+			if res.Bus.Check, err = checker.CheckBus(ctx, rec, &rep); err != nil {
+				return nil, fmt.Errorf("checking bus commands: %w", err)
+			}
 		}
 		res.Check = &rep
 	}

@@ -39,6 +39,14 @@ const (
 	// ViaReconcile re-sends an operation left without a definitive answer,
 	// with its key, after the storm.
 	ViaReconcile = "reconcile"
+	// ViaBus reads a bus command's outcome back: once the command's key is
+	// completed, the same operation is sent over HTTP with its key, and
+	// must be answered as a replay (the command took effect, once).
+	ViaBus = "bus_readback"
+	// ViaBusTwin is the same operation sent over HTTP with the bus
+	// command's key while the command is on the bus: the two race, and
+	// one of them takes effect.
+	ViaBusTwin = "bus_http_twin"
 )
 
 // Obs is one call as the harness saw it: the client's whole call, retries
@@ -97,6 +105,7 @@ type Op struct {
 	Pay     *client.PayInput
 	Repeat  bool  // a repeat with a new key by the user, not a logical op
 	Race    bool  // sent racing another operation on the same order
+	Bus     bool  // sent as a JetStream command (Nats-Msg-Id = Key)
 	Allowed []int // definitive statuses that are legal answers
 
 	mu  sync.Mutex

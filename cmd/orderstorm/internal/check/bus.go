@@ -1,0 +1,115 @@
+package check
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
+)
+
+// Anomaly kinds of bus commands.
+const (
+	// AnomalyBusNotApplied: a bus command's outcome, read back over HTTP
+	// with its key once the key was completed, was not a replay: the
+	// command had not taken effect (or the read-back took effect again).
+	AnomalyBusNotApplied = "bus_command_not_applied"
+	// AnomalyDeclineEffects: an order's order.payment_failed events are
+	// not one per declined pay key: a decline took effect twice (a
+	// redelivered command or request run again), or without its key.
+	AnomalyDeclineEffects = "decline_effect_count"
+	// AnomalyBusNotDrained: orderd's consumer still held commands (pending
+	// or unacknowledged) after the settle time.
+	AnomalyBusNotDrained = "bus_not_drained"
+)
+
+// BusReport counts what the bus check looked at.
+type BusReport struct {
+	Commands      int `json:"commands"`
+	ReadBack      int `json:"read_back"`
+	Twinned       int `json:"raced_by_http_twin"`
+	DeclinedKeys  int `json:"declined_pay_keys"`
+	DeclineEvents int `json:"payment_failed_events"`
+}
+
+// CheckBus checks that every bus command took effect exactly once: its
+// outcome, read back over HTTP with its key, is a replay (unless an HTTP
+// twin raced it, when the answers' own checks apply: one original at most,
+// every answer the same outcome); and, for every order of the run, each
+// declined pay key has exactly one order.payment_failed event (a decline
+// is the one effect that a second run of a command would add as a new
+// change rather than a no-op).
+func (c *Checker) CheckBus(ctx context.Context, b *book.Book, rep *Report) (BusReport, error) {
+	var br BusReport
+	for _, op := range b.AllOps() {
+		if !op.Bus {
+			continue
+		}
+		br.Commands++
+		twinned := false
+		var readback *book.Obs
+		for _, ob := range op.Observations() {
+			switch {
+			case ob.Via == book.ViaBusTwin:
+				twinned = true
+			case ob.Via == book.ViaBus && ob.Definitive && readback == nil:
+				readback = &ob
+			}
+		}
+		if twinned {
+			br.Twinned++
+		}
+		if readback == nil {
+			continue // no definitive read-back: the reconcile and the answer checks cover it
+		}
+		br.ReadBack++
+		if !twinned && !readback.Replayed {
+			rep.Add(AnomalyBusNotApplied, describeKey(op), "%s %s: the read-back after the key completed was answered %s, not as a replay",
+				op.Kind, op.Order.ID(), readback.Outcome())
+		}
+	}
+
+	like := escapeLike(b.MarkerPrefix()) + "%"
+	counts := func(query string) (map[string]int, error) {
+		rows, err := c.DB.QueryContext(ctx, c.DB.q(query), b.Tenant, like)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		out := map[string]int{}
+		for rows.Next() {
+			var id string
+			var n int
+			if err := rows.Scan(&id, &n); err != nil {
+				return nil, err
+			}
+			out[id] = n
+		}
+		return out, rows.Err()
+	}
+	events, err := counts(`SELECT e.order_id, count(*) FROM order_events e JOIN orders o ON o.id = e.order_id
+		WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\' AND e.type = 'order.payment_failed'
+		GROUP BY e.order_id`)
+	if err != nil {
+		return br, fmt.Errorf("reading payment_failed events: %w", err)
+	}
+	keys, err := counts(`SELECT k.resource_id, count(*) FROM idempotency_keys k
+		WHERE k.tenant_id = $1 AND k.error_code = 'payment_declined' AND k.resource_id IN (
+			SELECT o.id FROM orders o WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\')
+		GROUP BY k.resource_id`)
+	if err != nil {
+		return br, fmt.Errorf("reading declined keys: %w", err)
+	}
+	for id, n := range keys {
+		br.DeclinedKeys += n
+		if events[id] != n {
+			rep.Add(AnomalyDeclineEffects, id, "%d declined pay keys, %d order.payment_failed events", n, events[id])
+		}
+	}
+	for id, n := range events {
+		br.DeclineEvents += n
+		if _, ok := keys[id]; !ok {
+			rep.Add(AnomalyDeclineEffects, id, "%d order.payment_failed events, no declined pay key", n)
+		}
+	}
+	return br, nil
+}
