@@ -75,7 +75,7 @@ func NewMetrics() *Metrics {
 		unknownOpen: f.gauge("orderly_provider_unknown_outcomes",
 			"Requests left with an unknown provider outcome that no retry or completer pass has resolved yet (counted after each completer pass)."),
 		attention: f.gauge("orderly_provider_attempts_needing_attention",
-			"Provider attempts that need a person. Always 0: no attempt is flagged for attention yet."),
+			"Provider attempts parked for a person: unresolved past the provider's key retention (ORDERD_UNRESOLVED_AFTER); GET /v1/attempts lists them."),
 		backlog: f.gauge("orderly_completer_backlog",
 			"Keys the completer would take over now: in progress past their lease, or left with an unknown outcome (counted after each pass)."),
 		passDuration: f.histogram("orderly_completer_pass_duration_seconds",

@@ -97,6 +97,7 @@ func (o *Observer) CompleterPass(d time.Duration, _ int, b store.WorkBacklog, ok
 	}
 	o.m.unknownOpen.Set(float64(b.UnknownOutcomes))
 	o.m.backlog.Set(float64(b.Abandoned))
+	o.m.attention.Set(float64(b.NeedsAttention))
 	lag := 0.0
 	if !b.OldestUnswept.IsZero() {
 		lag = max(0, time.Since(b.OldestUnswept).Seconds())

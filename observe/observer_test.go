@@ -19,7 +19,10 @@ func TestCompleterPassSetsTheBacklogGauges(t *testing.T) {
 	m := NewMetrics()
 	o := NewObserver(m, nil)
 	o.CompleterPass(20*time.Millisecond, 3, store.WorkBacklog{UnknownOutcomes: 2, Abandoned: 5,
-		OldestUnswept: time.Now().Add(-time.Hour)}, true)
+		OldestUnswept: time.Now().Add(-time.Hour), NeedsAttention: 4}, true)
+	if got := testutil.ToFloat64(m.attention); got != 4 {
+		t.Errorf("orderly_provider_attempts_needing_attention = %v, want 4", got)
+	}
 	if got := testutil.ToFloat64(m.unknownOpen); got != 2 {
 		t.Errorf("orderly_provider_unknown_outcomes = %v, want 2", got)
 	}

@@ -174,8 +174,16 @@ func (s *Service) Backlog(ctx context.Context) (b store.WorkBacklog, ok bool, er
 	if !ok {
 		return store.WorkBacklog{}, false, nil
 	}
-	b, err = bc.Backlog(ctx, s.cfg.Now())
-	return b, err == nil, err
+	now := s.cfg.Now()
+	if b, err = bc.Backlog(ctx, now); err != nil {
+		return b, false, err
+	}
+	q, err := s.store.AbandonedBacklog(ctx, now)
+	if err != nil {
+		return b, false, err
+	}
+	b.NeedsAttention = q.NeedsAttention
+	return b, true, nil
 }
 
 // eventCreate is the event Observer.Transition is given for a create,

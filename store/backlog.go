@@ -21,6 +21,9 @@ type WorkBacklog struct {
 	// tombstoned; zero when there is none. Now minus it is the sweeper's
 	// lag.
 	OldestUnswept time.Time
+	// NeedsAttention is the number of provider attempts parked for a
+	// person (unresolved past the provider's key retention).
+	NeedsAttention int
 }
 
 // BacklogCounter is implemented by stores that can count their WorkBacklog.
