@@ -110,8 +110,8 @@ func post[P, R any](s *Server, op *operation[P, R]) http.HandlerFunc {
 				s.hooks.emit(typ, data)
 			}
 		}
-		switch {
-		case fault == FaultDrop:
+		switch fault {
+		case FaultDrop:
 			s.fired(r, FaultDrop)
 			drop(w)
 		default:

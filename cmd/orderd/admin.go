@@ -100,7 +100,7 @@ func startAdmin(c Config, m *observe.Metrics, svc *service.Service, log *slog.Lo
 	if c.AdminAddr == "" {
 		return func(context.Context) {}, nil
 	}
-	ln, err := net.Listen("tcp", c.AdminAddr)
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", c.AdminAddr)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -51,7 +52,7 @@ func listenPprof(addr string) (net.Listener, error) {
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, errors.New("must be a loopback address such as 127.0.0.1:6060")
 	}
-	return net.Listen("tcp", addr)
+	return new(net.ListenConfig).Listen(context.Background(), "tcp", addr)
 }
 
 // pprofMux serves the net/http/pprof handlers on a mux of its own.

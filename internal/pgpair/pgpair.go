@@ -270,7 +270,7 @@ func (p *Pair) giveToPostgres(dir string) error {
 
 // freePort returns a loopback port nothing listens on now.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}

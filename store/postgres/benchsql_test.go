@@ -113,7 +113,7 @@ func TestBenchSQL(t *testing.T) {
 	for name, want := range files {
 		path := filepath.Join("..", "..", "bench", name)
 		if *updateBenchSQL {
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			if err := os.WriteFile(path, []byte(want), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			continue

@@ -78,7 +78,7 @@ const getEvent = `SELECT ` + eventColumns + ` FROM order_events WHERE tenant_id 
 
 func (s *Store) events(ctx context.Context, sql string, args ...any) ([]event.Stored, error) {
 	var out []event.Stored
-	err := s.executor.db.query(ctx, sql, args, func(rows pgx.Rows) error {
+	err := s.db.query(ctx, sql, args, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ev event.Stored
 			var typ, body, txid string

@@ -230,7 +230,7 @@ func (r *Replicated) ReadOrder(ctx context.Context, tenantID, id, token string) 
 		rep.misses.Add(1)
 	}
 	r.primary.Add(1)
-	return r.Store.GetOrder(ctx, tenantID, id)
+	return r.GetOrder(ctx, tenantID, id)
 }
 
 // ReadOrders implements store.ReplicaReader.
@@ -248,7 +248,7 @@ func (r *Replicated) ReadOrders(ctx context.Context, tenantID string, f order.Fi
 		rep.misses.Add(1)
 	}
 	r.primary.Add(1)
-	return r.Store.ListOrders(ctx, tenantID, f)
+	return r.ListOrders(ctx, tenantID, f)
 }
 
 // route picks the server of one read, round robin over the primary and the

@@ -49,7 +49,7 @@ func TestUnwritableFileIs503(t *testing.T) {
 			srv := httptest.NewServer(api.New(svc, api.Config{APIKeys: map[string]string{"sk_test_key_1": "t1"},
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 			t.Cleanup(srv.Close)
-			send := func(method, path string) *http.Response {
+			send := func(method, path string) answer {
 				t.Helper()
 				var body io.Reader
 				if method == http.MethodPost {
@@ -65,13 +65,13 @@ func TestUnwritableFileIs503(t *testing.T) {
 					t.Fatal(err)
 				}
 				resp.Body.Close()
-				return resp
+				return answer{resp.StatusCode, resp.Header}
 			}
 			if _, err := s.db.Exec(on); err != nil {
 				t.Fatal(err)
 			}
 			// Fill the last pages so the next create must grow the file.
-			var resp *http.Response
+			var resp answer
 			for range 200 {
 				if resp = send(http.MethodPost, "/v1/orders"); resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
 					break
@@ -99,4 +99,11 @@ func TestUnwritableFileIs503(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answer is what a test request got back: its status and headers (the body
+// is read and closed by the sender).
+type answer struct {
+	StatusCode int
+	Header     http.Header
 }

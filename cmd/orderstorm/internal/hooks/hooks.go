@@ -38,7 +38,7 @@ type Receiver struct {
 
 // Start listens on a loopback port and serves deliveries.
 func Start() (*Receiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
