@@ -261,7 +261,15 @@ func TestRequestDeadline(t *testing.T) {
 		if err := tx.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
-		// The retry replays the create the hung-up request made.
+		// The hung-up request goes on: its order appears without any retry
+		// (waited for, bounded; a cancelled request never makes one) …
+		for deadline := time.Now().Add(time.Minute); len(ordersOf(t, env, testenv.KeyA, customer)) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the hung-up create never completed: the client's hang-up cancelled it")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// … and the retry replays it.
 		r, err := send(env, call{Method: http.MethodPost, Path: "/v1/orders", APIKey: testenv.KeyA, IdemKey: key, Body: orderBody(customer)})
 		if err != nil {
 			t.Fatal(err)
