@@ -94,6 +94,8 @@ func New(svc *service.Service, cfg Config) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.ready)
+	r.Get("/openapi.yaml", s.serveOpenAPIYAML)
+	r.Get("/openapi.json", s.serveOpenAPIJSON)
 	r.Route("/v1", func(r chi.Router) {
 		if cfg.MaxInFlight > 0 {
 			r.Use(s.admit(cfg.MaxInFlight))
