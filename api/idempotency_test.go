@@ -193,7 +193,7 @@ func TestIdempotencyReplay(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					customer := newCustomer(t)
 					r := exchange(t, env, call{Method: http.MethodPost, Path: "/v1/orders", APIKey: testenv.KeyA,
-						Body: orderBody(customer), Header: tc.header})
+						Body: orderBody(customer), Header: tc.header, Malformed: true})
 					wantFields(t, wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid), "Idempotency-Key")
 					wantOrders(t, env, testenv.KeyA, customer)
 				})
@@ -256,7 +256,7 @@ func TestVolatileFieldsIgnored(t *testing.T) {
 			customer := newCustomer(t)
 			b := withVolatile(customer, "1")
 			b["colour"] = "red"
-			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, "", b), http.StatusBadRequest, apperr.EInvalid)
+			wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, "", b), http.StatusBadRequest, apperr.EInvalid)
 			wantOrders(t, env, testenv.KeyA, customer)
 		})
 
