@@ -247,9 +247,9 @@ func TestVolatileFieldsIgnored(t *testing.T) {
 			wantStatus(t, first, http.StatusCreated)
 			wantReplayOf(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, key, nested("t-2")), http.StatusCreated)
 			bad := strings.Replace(nested("t-3"), `"trace_id"`, `"colour"`, 1)
-			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), bad), http.StatusBadRequest, apperr.EInvalid)
+			wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), bad), http.StatusBadRequest, apperr.EInvalid)
 			dup := strings.Replace(nested("t-4"), `"quantity":2,`, `"quantity":2,"quantity":3,`, 1)
-			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), dup), http.StatusBadRequest, apperr.EInvalid)
+			wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), dup), http.StatusBadRequest, apperr.EInvalid)
 		})
 
 		t.Run("other unknown members are still rejected", func(t *testing.T) {

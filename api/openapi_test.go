@@ -13,6 +13,8 @@ import (
 
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/internal/testenv"
+	"github.com/orderly/orderly/paysim/paysimclient"
+	webhooks "github.com/orderly/orderly/webhook"
 )
 
 // TestOpenAPIRoutes: every route of the router is an operation of the
@@ -23,7 +25,13 @@ func TestOpenAPIRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routed := routerOperations(t, api.New(nil, api.Config{APIKeys: map[string]string{testenv.KeyA: testenv.TenantA}}))
+	// Every optional route is on: the event feed and webhook endpoints, and
+	// the provider's webhooks.
+	routed := routerOperations(t, api.New(nil, api.Config{
+		APIKeys:         map[string]string{testenv.KeyA: testenv.TenantA},
+		Events:          &webhooks.Endpoints{},
+		ProviderWebhook: paysimclient.Webhooks{},
+	}))
 	var documented []string
 	for path, item := range doc.model.Paths.PathItems.FromOldest() {
 		for method := range item.GetOperations().FromOldest() {
