@@ -27,7 +27,7 @@ func TestAuth(t *testing.T) {
 				{"a known key under another scheme", "Basic " + testenv.KeyA},
 				{"a bare key", testenv.KeyA},
 			} {
-				c := call{Method: http.MethodPost, Path: "/v1/orders", IdemKey: newKey(t), Body: orderBody(customer)}
+				c := call{Method: http.MethodPost, Path: "/v1/orders", IdemKey: newKey(t), Body: orderBody(customer), Malformed: true}
 				if tc.authorization != "" {
 					c.Header = http.Header{"Authorization": {tc.authorization}}
 				}
@@ -38,7 +38,7 @@ func TestAuth(t *testing.T) {
 				}
 			}
 			wantOrders(t, env, testenv.KeyA, customer)
-			wantProblem(t, do(t, env, http.MethodGet, "/v1/orders", "", "", nil), http.StatusUnauthorized, "unauthorized")
+			wantProblem(t, doMalformed(t, env, http.MethodGet, "/v1/orders", "", "", nil), http.StatusUnauthorized, "unauthorized")
 		})
 
 		t.Run("another tenant's order is not found and stays unchanged", func(t *testing.T) {

@@ -9,6 +9,12 @@
 // and are decoded strictly: unknown members, duplicate members, trailing
 // data and malformed JSON are 400s that change nothing.
 //
+// The API's contract is the OpenAPI 3.1 document openapi.yaml, embedded and
+// served at GET /openapi.yaml and GET /openapi.json (see OpenAPIYAML and
+// OpenAPIJSON). The package's tests validate every request and response
+// they make against it, and check that its paths are the router's routes and
+// its problem types the table's.
+//
 // Load is bounded, never queued: Config.MaxInFlight API requests are served
 // at once and one more is refused at once with a 503 "overloaded" problem
 // and Retry-After (the health probes are exempt); Config.RequestTimeout is

@@ -90,7 +90,7 @@ func TestEventFeed(t *testing.T) {
 		}
 		for q, field := range map[string]string{"limit=0": "limit", "limit=101": "limit", "limit=x": "limit",
 			"type=order.shipped": "type", "order_id=nope": "order_id", "after=!!!": "after", "after=bm9wZQ": "after"} {
-			p := wantProblem(t, do(t, env, http.MethodGet, "/v1/events?"+q, testenv.KeyA, "", nil), http.StatusBadRequest, apperr.EInvalid)
+			p := wantProblem(t, doMalformed(t, env, http.MethodGet, "/v1/events?"+q, testenv.KeyA, "", nil), http.StatusBadRequest, apperr.EInvalid)
 			wantFields(t, p, field)
 		}
 	})
@@ -135,10 +135,10 @@ func TestWebhookEndpoints(t *testing.T) {
 			{map[string]any{"url": "http://127.0.0.1:9/h", "events": []string{}}, "events"},
 			{map[string]any{"url": "http://127.0.0.1:9/h", "events": []string{"order.shipped"}}, "events[0]"},
 		} {
-			p := wantProblem(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "", bad.body), http.StatusBadRequest, apperr.EInvalid)
+			p := wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "", bad.body), http.StatusBadRequest, apperr.EInvalid)
 			wantFields(t, p, bad.field)
 		}
-		wantProblem(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "",
+		wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "",
 			map[string]any{"url": "http://127.0.0.1:9/h", "events": []string{"order.paid"}, "extra": 1}), http.StatusBadRequest, apperr.EInvalid)
 
 		wantProblem(t, do(t, env, http.MethodDelete, "/v1/webhook-endpoints/"+ep.ID, testenv.KeyB, "", nil), http.StatusNotFound, apperr.ENotFound)

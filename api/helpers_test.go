@@ -44,9 +44,14 @@ type reply struct {
 // replayed reports whether the response says it replays a stored outcome.
 func (r reply) replayed() bool { return r.Header.Get("Idempotency-Replayed") == "true" }
 
-// String summarises r for failure messages.
+// String summarises r for failure messages: its status and the start of its
+// body.
 func (r reply) String() string {
-	return fmt.Sprintf("%d %s", r.Status, bytes.TrimSpace(r.Body))
+	body := bytes.TrimSpace(r.Body)
+	if len(body) > 2000 {
+		return fmt.Sprintf("%d %s… (%d bytes)", r.Status, body[:2000], len(body))
+	}
+	return fmt.Sprintf("%d %s", r.Status, body)
 }
 
 // call is one request to the API. An empty APIKey sends no Authorization, an
@@ -54,6 +59,11 @@ func (r reply) String() string {
 // []byte is sent as is; anything else is JSON-encoded. ContentType defaults
 // to application/json when there is a body; "-" sends none. Header lines are
 // added as given.
+//
+// send validates every request and its response against the OpenAPI
+// document (api/openapi.yaml). Malformed marks a request the test makes
+// deliberately outside the document (hostile input, a missing API key, an
+// unknown route): only its response is validated.
 type call struct {
 	Method, Path string
 	APIKey       string
@@ -61,6 +71,7 @@ type call struct {
 	Body         any
 	ContentType  string
 	Header       http.Header
+	Malformed    bool
 }
 
 // client is shared by every test: a generous timeout so a deadlock fails the
@@ -71,23 +82,29 @@ var client = &http.Client{
 	Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64},
 }
 
-// send performs c against env and reads the whole response. It reports
-// failures as errors, so goroutines may call it.
+// send performs c against env and reads the whole response, which must
+// match the OpenAPI document, as must the request unless c.Malformed. It
+// reports failures, a mismatch included, as errors, so goroutines may call
+// it.
 func send(env *testenv.Env, c call) (reply, error) {
-	var body io.Reader
+	var payload []byte
 	contentType := c.ContentType
 	switch b := c.Body.(type) {
 	case nil:
 	case string:
-		body = strings.NewReader(b)
+		payload = []byte(b)
 	case []byte:
-		body = bytes.NewReader(b)
+		payload = b
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
 			return reply{}, err
 		}
-		body = bytes.NewReader(raw)
+		payload = raw
+	}
+	var body io.Reader
+	if c.Body != nil {
+		body = bytes.NewReader(payload)
 	}
 	if body != nil && contentType == "" {
 		contentType = "application/json"
@@ -120,6 +137,13 @@ func send(env *testenv.Env, c call) (reply, error) {
 		return reply{}, err
 	}
 	r := reply{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	doc, err := loadContract()
+	if err != nil {
+		return reply{}, err
+	}
+	if err := doc.check(req, payload, c.Malformed, r.Status, r.Header, raw); err != nil {
+		return reply{}, fmt.Errorf("%s %s: %w\n%s", c.Method, c.Path, err, r)
+	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/problem+json" {
 		r.Problem = new(api.Problem)
 		if err := json.Unmarshal(raw, r.Problem); err != nil {
@@ -134,7 +158,7 @@ func exchange(t testing.TB, env *testenv.Env, c call) reply {
 	t.Helper()
 	r, err := send(env, c)
 	if err != nil {
-		t.Fatalf("%s %s: %v", c.Method, c.Path, err)
+		t.Fatal(err) // names the method and path
 	}
 	return r
 }
@@ -144,6 +168,13 @@ func exchange(t testing.TB, env *testenv.Env, c call) reply {
 func do(t testing.TB, env *testenv.Env, method, path, apiKey, idemKey string, body any) reply {
 	t.Helper()
 	return exchange(t, env, call{Method: method, Path: path, APIKey: apiKey, IdemKey: idemKey, Body: body})
+}
+
+// doMalformed is do for a request the test makes deliberately outside the
+// OpenAPI document: only the response is validated against it.
+func doMalformed(t testing.TB, env *testenv.Env, method, path, apiKey, idemKey string, body any) reply {
+	t.Helper()
+	return exchange(t, env, call{Method: method, Path: path, APIKey: apiKey, IdemKey: idemKey, Body: body, Malformed: true})
 }
 
 // wantReplayOf fails the test unless r replays an outcome with status.

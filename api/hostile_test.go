@@ -34,7 +34,7 @@ func TestHostileInput(t *testing.T) {
 		}
 		for _, b := range bodies {
 			t.Run("create with "+b.name+" is a 400", func(t *testing.T) {
-				p := wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), b.body),
+				p := wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), b.body),
 					http.StatusBadRequest, apperr.EInvalid)
 				wantFields(t, p, b.fields...)
 			})
@@ -42,24 +42,24 @@ func TestHostileInput(t *testing.T) {
 
 		t.Run("odd order ids are 404s, without reaching the store", func(t *testing.T) {
 			for _, id := range []string{"ord%00x", "ord_%ff", "nope", "ord_" + strings.Repeat("z", 32)} {
-				wantProblem(t, do(t, env, http.MethodGet, "/v1/orders/"+id, testenv.KeyA, "", nil), http.StatusNotFound, apperr.ENotFound)
-				wantProblem(t, do(t, env, http.MethodPost, "/v1/orders/"+id+"/cancel", testenv.KeyA, newKey(t), nil),
+				wantProblem(t, doMalformed(t, env, http.MethodGet, "/v1/orders/"+id, testenv.KeyA, "", nil), http.StatusNotFound, apperr.ENotFound)
+				wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders/"+id+"/cancel", testenv.KeyA, newKey(t), nil),
 					http.StatusNotFound, apperr.ENotFound)
 			}
 		})
 
 		t.Run("odd list filters are 400s", func(t *testing.T) {
 			for _, q := range []string{"customer_id=%00", "customer_id=%ff", "cursor=b3JkXwA"} {
-				wantProblem(t, do(t, env, http.MethodGet, "/v1/orders?"+q, testenv.KeyA, "", nil), http.StatusBadRequest, apperr.EInvalid)
+				wantProblem(t, doMalformed(t, env, http.MethodGet, "/v1/orders?"+q, testenv.KeyA, "", nil), http.StatusBadRequest, apperr.EInvalid)
 			}
 		})
 
 		t.Run("a pay without amount or currency is a 400, not a stored mismatch", func(t *testing.T) {
 			key := newKey(t)
-			p := wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key,
+			p := wantProblem(t, doMalformed(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key,
 				`{"payment_method":"pm_card_visa"}`), http.StatusBadRequest, apperr.EInvalid)
 			wantFields(t, p, "amount", "currency")
-			p = wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key,
+			p = wantProblem(t, doMalformed(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key,
 				`{"amount":2500,"currency":"US\u0000","payment_method":"pm_card_visa"}`), http.StatusBadRequest, apperr.EInvalid)
 			wantFields(t, p, "currency")
 			wantStatus(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, payBody(o, "pm_card_visa")), http.StatusOK)
@@ -67,7 +67,7 @@ func TestHostileInput(t *testing.T) {
 
 		t.Run("keys in the server's namespaces are refused", func(t *testing.T) {
 			for _, k := range []string{"derived:abc", "anon:abc"} {
-				wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, k, orderBody(newCustomer(t))),
+				wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, k, orderBody(newCustomer(t))),
 					http.StatusBadRequest, apperr.EInvalid)
 			}
 		})
@@ -77,7 +77,7 @@ func TestHostileInput(t *testing.T) {
 				{Header: http.Header{"Content-Encoding": {"gzip"}}},
 				{ContentType: "application/json; charset=iso-8859-1"},
 			} {
-				c.Method, c.Path, c.APIKey, c.IdemKey, c.Body = http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), orderBody(newCustomer(t))
+				c.Method, c.Path, c.APIKey, c.IdemKey, c.Body, c.Malformed = http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), orderBody(newCustomer(t)), true
 				r, err := send(env, c)
 				if err != nil {
 					t.Fatal(err)

@@ -193,7 +193,7 @@ func TestIdempotencyReplay(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					customer := newCustomer(t)
 					r := exchange(t, env, call{Method: http.MethodPost, Path: "/v1/orders", APIKey: testenv.KeyA,
-						Body: orderBody(customer), Header: tc.header})
+						Body: orderBody(customer), Header: tc.header, Malformed: true})
 					wantFields(t, wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid), "Idempotency-Key")
 					wantOrders(t, env, testenv.KeyA, customer)
 				})
@@ -247,16 +247,16 @@ func TestVolatileFieldsIgnored(t *testing.T) {
 			wantStatus(t, first, http.StatusCreated)
 			wantReplayOf(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, key, nested("t-2")), http.StatusCreated)
 			bad := strings.Replace(nested("t-3"), `"trace_id"`, `"colour"`, 1)
-			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), bad), http.StatusBadRequest, apperr.EInvalid)
+			wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), bad), http.StatusBadRequest, apperr.EInvalid)
 			dup := strings.Replace(nested("t-4"), `"quantity":2,`, `"quantity":2,"quantity":3,`, 1)
-			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), dup), http.StatusBadRequest, apperr.EInvalid)
+			wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), dup), http.StatusBadRequest, apperr.EInvalid)
 		})
 
 		t.Run("other unknown members are still rejected", func(t *testing.T) {
 			customer := newCustomer(t)
 			b := withVolatile(customer, "1")
 			b["colour"] = "red"
-			wantProblem(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, "", b), http.StatusBadRequest, apperr.EInvalid)
+			wantProblem(t, doMalformed(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, "", b), http.StatusBadRequest, apperr.EInvalid)
 			wantOrders(t, env, testenv.KeyA, customer)
 		})
 

@@ -113,7 +113,7 @@ func TestListPagination(t *testing.T) {
 				{"cursor=" + base64.RawURLEncoding.EncodeToString([]byte("not_an_order")), "cursor"},
 				{"state=SHIPPED", "state"},
 			} {
-				r := do(t, env, http.MethodGet, "/v1/orders?"+tc.query, testenv.KeyA, "", nil)
+				r := doMalformed(t, env, http.MethodGet, "/v1/orders?"+tc.query, testenv.KeyA, "", nil)
 				p := wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid)
 				wantFields(t, p, tc.field)
 			}

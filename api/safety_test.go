@@ -90,7 +90,7 @@ func TestUnresolvedChargeIsListedAndNeverRetried(t *testing.T) {
 		if wantStatus(t, r, http.StatusOK); string(r.Body) != "{\"data\":[]}\n" {
 			t.Fatalf("tenant B sees %s", r)
 		}
-		wantProblem(t, do(t, env, http.MethodGet, "/v1/attempts?status=unknown", testenv.KeyA, "", nil), http.StatusBadRequest, apperr.EInvalid)
+		wantProblem(t, doMalformed(t, env, http.MethodGet, "/v1/attempts?status=unknown", testenv.KeyA, "", nil), http.StatusBadRequest, apperr.EInvalid)
 		if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received || env.Gateway.Captures(o.ID) != 0 {
 			t.Fatalf("order is %s with %d captures, want RCVD with none", got.State, env.Gateway.Captures(o.ID))
 		}

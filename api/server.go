@@ -133,6 +133,8 @@ func (s *server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.ready)
+	r.Get("/openapi.yaml", s.serveOpenAPIYAML)
+	r.Get("/openapi.json", s.serveOpenAPIJSON)
 	if cfg.ProviderWebhook != nil {
 		r.Group(func(r chi.Router) {
 			if cfg.MaxInFlight > 0 {

@@ -84,7 +84,7 @@ func TestBadInputNeverMutates(t *testing.T) {
 				before := len(ordersOf(t, env, testenv.KeyA, ""))
 				key := newKey(t)
 				r := exchange(t, env, call{Method: http.MethodPost, Path: "/v1/orders", APIKey: testenv.KeyA,
-					IdemKey: key, Body: tc.body, ContentType: tc.contentType})
+					IdemKey: key, Body: tc.body, ContentType: tc.contentType, Malformed: true})
 				p := wantProblem(t, r, tc.status, tc.code)
 				if tc.fields != nil {
 					wantFields(t, p, tc.fields...)
@@ -115,7 +115,7 @@ func TestBadInputNeverMutates(t *testing.T) {
 			} {
 				key, calls := newKey(t), env.Gateway.Calls()
 				before := get(t, env, testenv.KeyA, o.ID)
-				r := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, bad.body)
+				r := doMalformed(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, bad.body)
 				p := wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid)
 				if bad.fields != nil {
 					wantFields(t, p, bad.fields...)
@@ -138,7 +138,7 @@ func TestBadInputNeverMutates(t *testing.T) {
 		t.Run("fulfil and cancel with a body other than {} are rejected", func(t *testing.T) {
 			o := orderIn(t, env, order.Received)
 			for _, ev := range []order.Event{order.EventFulfill, order.EventCancel} {
-				r := do(t, env, http.MethodPost, eventPath(o.ID, ev), testenv.KeyA, newKey(t), `{"reason":"changed my mind"}`)
+				r := doMalformed(t, env, http.MethodPost, eventPath(o.ID, ev), testenv.KeyA, newKey(t), `{"reason":"changed my mind"}`)
 				wantProblem(t, r, http.StatusBadRequest, apperr.EInvalid)
 			}
 			if got := get(t, env, testenv.KeyA, o.ID); got.State != order.Received {
