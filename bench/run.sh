@@ -254,7 +254,9 @@ measured() {
 }
 
 # start_orderd NAME VAR=VALUE...: starts one orderd on a free loopback port
-# with the given settings and the built-in simulators; sets ORDERD_PID,
+# with the given settings and the built-in simulators, its per-tenant rate
+# limit off (the benchmark is one tenant on purpose: what is measured is the
+# service) and no admin listener; sets ORDERD_PID,
 # ORDERD_URL and PPROF (its profiling address, with PROFILE=1).
 ORDERD_URL="" PPROF=""
 start_orderd() {
@@ -264,7 +266,7 @@ start_orderd() {
   [ "$PROFILE" = 1 ] && pprof_env=(ORDERD_PPROF_ADDR=127.0.0.1:0)
   env -u ORDERD_DATABASE_URL -u ORDERD_DATA_DIR -u ORDERD_API_KEYS -u ORDERD_API_KEYS_FILE \
     -u ORDERD_PAYMENT_URL -u ORDERD_WAREHOUSE_URL -u ORDERD_LOG_LEVEL -u ORDERD_GROUP_COMMIT -u ORDERD_PPROF_ADDR \
-    ORDERD_ADDR=127.0.0.1:0 "${pprof_env[@]}" "$@" "$BIN/orderd" >"$log" 2>&1 &
+    ORDERD_ADDR=127.0.0.1:0 ORDERD_ADMIN_ADDR= ORDERD_TENANT_RATE_LIMIT=0 "${pprof_env[@]}" "$@" "$BIN/orderd" >"$log" 2>&1 &
   ORDERD_PID=$!
   for _ in $(seq 1 150); do
     addr="$(grep -o '"msg":"listening","addr":"[^"]*"' "$log" | head -n1 | sed 's/.*"addr":"//; s/"$//' || true)"
