@@ -450,3 +450,25 @@ type Store interface {
 	// Close releases the store's resources.
 	Close() error
 }
+
+// ReadHolder reads, through e, the record that holds the key (tenantID,
+// keyHash) and the current state of the order it names (nil when it names
+// none, or the order is gone). Stores use it when a claim lost to a row
+// their claim statement could not see.
+func ReadHolder(ctx context.Context, e Executor, tenantID, keyHash string) (*Holder, error) {
+	r, err := e.LookupKey(ctx, tenantID, keyHash)
+	if err != nil {
+		return nil, err
+	}
+	h := &Holder{Record: r}
+	if r.ResourceID != "" {
+		o, err := e.GetOrder(ctx, r.TenantID, r.ResourceID)
+		switch {
+		case err == nil:
+			h.Order = &o
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
+	}
+	return h, nil
+}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,25 +69,7 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 	// new key, or an expired derived key another create took over): the
 	// statement saw no row, or the row as it was. Read it now. A claim that
 	// lost only ever loses to a committed row, so it is there.
-	return e.holder(ctx, k.TenantID, k.KeyHash)
-}
-
-func (e executor) holder(ctx context.Context, tenantID, keyHash string) (*store.Holder, error) {
-	r, err := e.LookupKey(ctx, tenantID, keyHash)
-	if err != nil {
-		return nil, err
-	}
-	h := &store.Holder{Record: r}
-	if r.ResourceID != "" {
-		o, err := e.GetOrder(ctx, r.TenantID, r.ResourceID)
-		switch {
-		case err == nil:
-			h.Order = &o
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, err
-		}
-	}
-	return h, nil
+	return store.ReadHolder(ctx, e, k.TenantID, k.KeyHash)
 }
 
 // AcquireLease implements store.Executor in one statement, plus a read of

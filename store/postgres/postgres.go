@@ -248,7 +248,7 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 				// Claimed by nobody and held by nobody: the holder committed
 				// after the read's snapshot.
 				var err error
-				if h, err = s.holder(ctx, k.tenant, k.hash); err != nil {
+				if h, err = store.ReadHolder(ctx, s, k.tenant, k.hash); err != nil {
 					return nil, err
 				}
 			}

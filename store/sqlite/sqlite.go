@@ -107,32 +107,13 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 		if n, err := res.RowsAffected(); err != nil {
 			return nil, translate(err)
 		} else if n == 0 {
-			return e.holder(ctx, k.TenantID, k.KeyHash)
+			return store.ReadHolder(ctx, e, k.TenantID, k.KeyHash)
 		}
 	}
 	if _, err = e.c.ExecContext(ctx, insertOrder, orderArgs(o, items)...); err != nil {
 		return nil, translate(err)
 	}
 	return nil, e.AppendEvent(ctx, event.For(o, o.CreatedAt))
-}
-
-// holder reads the record holding a key and its order's current state.
-func (e executor) holder(ctx context.Context, tenantID, keyHash string) (*store.Holder, error) {
-	r, err := e.LookupKey(ctx, tenantID, keyHash)
-	if err != nil {
-		return nil, err
-	}
-	h := &store.Holder{Record: r}
-	if r.ResourceID != "" {
-		o, err := e.GetOrder(ctx, r.TenantID, r.ResourceID)
-		switch {
-		case err == nil:
-			h.Order = &o
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, err
-		}
-	}
-	return h, nil
 }
 
 // AcquireLease implements store.Executor. It must run in a transaction.
