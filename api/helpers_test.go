@@ -18,6 +18,7 @@ import (
 
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/paysim/testmode"
@@ -411,24 +412,6 @@ func together(t testing.TB, n int, fn func(i int) (reply, error)) []reply {
 	return replies
 }
 
-// clock is a controllable time source for Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-// Now returns the clock's current time.
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock returns a clock for Options.Clock: the service's and the
+// store's database clock, which decides leases and key expiry.
+func newClock() *testclock.Clock { return testclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) }

@@ -226,7 +226,7 @@ func TestVolatileFieldsIgnored(t *testing.T) {
 	}
 	eachStore(t, func(t *testing.T, kind string) {
 		clk := newClock()
-		env := testenv.New(t, kind, testenv.Options{Now: clk.Now, DerivedKeyTTL: window})
+		env := testenv.New(t, kind, testenv.Options{Clock: clk, DerivedKeyTTL: window})
 
 		t.Run("volatile members are accepted in a create and a pay", func(t *testing.T) {
 			r := do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), withVolatile(newCustomer(t), "1"))

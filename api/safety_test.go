@@ -64,7 +64,7 @@ func TestUnresolvedChargeIsListedAndNeverRetried(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, kind string) {
 		clk := newClock()
-		env := testenv.New(t, kind, testenv.Options{Now: clk.Now,
+		env := testenv.New(t, kind, testenv.Options{Clock: clk,
 			WrapGateway: func(gw payment.Gateway) payment.Gateway { return lostGateway{gw} }})
 		o := orderIn(t, env, order.Received)
 		key := newKey(t)

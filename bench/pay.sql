@@ -11,13 +11,14 @@
 \startpipeline
 INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, resource_id, locked_until,
                               fencing_token, recovery_point, created_at, expires_at, operation)
-SELECT ('pgbench')::text, (encode(sha256(('pgb-pay-' || :n)::bytea), 'hex'))::text, (encode(sha256(('fp-pay-' || :n)::bytea), 'hex'))::text, (false)::boolean, 'in_progress', ('ord_pgbpay_' || :n)::text, (now() + interval '30 seconds')::timestamptz, 1, 'started',
-       (now())::timestamptz, (now() + interval '24 hours')::timestamptz, ('pay')::text
+SELECT ('pgbench')::text, (encode(sha256(('pgb-pay-' || :n)::bytea), 'hex'))::text, (encode(sha256(('fp-pay-' || :n)::bytea), 'hex'))::text, (false)::boolean, 'in_progress', ('ord_pgbpay_' || :n)::text,
+       orderly_now() + (30000000)::bigint * interval '1 microsecond', 1, 'started',
+       orderly_now(), orderly_now() + (86400000000)::bigint * interval '1 microsecond', ('pay')::text
 WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys held WHERE held.tenant_id = ('pgbench') AND held.key_hash = (encode(sha256(('pgb-pay-' || :n)::bytea), 'hex'))
                   AND NOT ((held.state IN ('in_progress', 'retryable_failure', 'unknown_outcome')
         AND held.fingerprint = (encode(sha256(('fp-pay-' || :n)::bytea), 'hex'))::text
-        AND (held.locked_until IS NULL OR held.locked_until <= (now())::timestamptz)) OR (held.derived AND held.state IN ('completed', 'expired')
-        AND held.expires_at <= (now())::timestamptz)))
+        AND (held.locked_until IS NULL OR held.locked_until <= orderly_now())) OR (held.derived AND held.state IN ('completed', 'expired')
+        AND held.expires_at <= orderly_now())))
 ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
     state = 'in_progress',
     locked_until = EXCLUDED.locked_until,
@@ -76,7 +77,7 @@ WITH target AS (
 UPDATE idempotency_keys SET recovery_point = 'attempt_recorded', attempt_key = recorded.provider_key
 FROM recorded WHERE tenant_id = ('pgbench') AND key_hash = (encode(sha256(('pgb-pay-' || :n)::bytea), 'hex'));
 SELECT COALESCE((k.tenant_id = ('pgbench') AND k.key_hash = (encode(sha256(('pgb-pay-' || :n)::bytea), 'hex')) AND k.state = 'in_progress'
-    AND k.xmin = pg_current_xact_id_if_assigned()::xid), false), k.tenant_id, k.key_hash, k.fingerprint, k.derived, k.state, k.operation, k.resource_id, k.error_code, k.error_detail, k.locked_until, k.fencing_token, k.recovery_point, k.attempt_key, k.created_at, k.expires_at, k.tombstone_until, o.id, o.tenant_id, o.customer_id, o.currency, o.items, o.amount, o.state, o.version, o.created_at, o.paid_at, o.fulfilled_at, o.cancelled_at, a.provider_key, a.tenant_id, a.order_id, a.kind, a.status, a.amount, a.currency, a.payment_method, a.provider_ref, a.error_code, a.created_at, a.updated_at
+    AND k.xmin = pg_current_xact_id_if_assigned()::xid), false), orderly_now(), k.tenant_id, k.key_hash, k.fingerprint, k.derived, k.state, k.operation, k.resource_id, k.error_code, k.error_detail, k.locked_until, k.fencing_token, k.recovery_point, k.attempt_key, k.created_at, k.expires_at, k.tombstone_until, o.id, o.tenant_id, o.customer_id, o.currency, o.items, o.amount, o.state, o.version, o.created_at, o.paid_at, o.fulfilled_at, o.cancelled_at, a.provider_key, a.tenant_id, a.order_id, a.kind, a.status, a.amount, a.currency, a.payment_method, a.provider_ref, a.error_code, a.created_at, a.updated_at
 FROM idempotency_keys k
 LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id
 LEFT JOIN provider_attempts a ON a.provider_key = k.attempt_key
@@ -105,7 +106,7 @@ WITH ev AS (
 ), fan AS (
     INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant_id, order_id, sequence, status, next_attempt_at,
                                     created_at, updated_at)
-    SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', ev.created_at, ev.created_at, ev.created_at
+    SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', orderly_now(), ev.created_at, ev.created_at
     FROM ev JOIN webhook_endpoints w ON w.tenant_id = ev.tenant_id AND w.disabled_reason IS NULL
         AND ev.type = ANY (w.event_types)
 )

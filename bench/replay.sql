@@ -7,7 +7,7 @@ WITH claim AS (
     INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
                                   error_code, error_detail, created_at, expires_at)
     SELECT ('pgbench')::text, (encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'))::text, (encode(sha256(('fp-replay-' || :n)::bytea), 'hex'))::text, (false)::boolean, 'completed', ('create')::text, ('ord_' || left(encode(sha256(('pgb-replay-' || :n)::bytea), 'hex'), 32))::text, (NULL)::text, (NULL)::text,
-           (now())::timestamptz, (now() + interval '24 hours')::timestamptz
+           orderly_now(), orderly_now() + (86400000000)::bigint * interval '1 microsecond'
     WHERE true
     ON CONFLICT (tenant_id, key_hash) DO NOTHING
     RETURNING 1
@@ -23,11 +23,11 @@ WITH claim AS (
 ), fan AS (
     INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant_id, order_id, sequence, status, next_attempt_at,
                                     created_at, updated_at)
-    SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', ev.created_at, ev.created_at, ev.created_at
+    SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', orderly_now(), ev.created_at, ev.created_at
     FROM ev JOIN webhook_endpoints w ON w.tenant_id = ev.tenant_id AND w.disabled_reason IS NULL
         AND ev.type = ANY (w.event_types)
 )
-SELECT EXISTS (SELECT 1 FROM claim), k.tenant_id, k.key_hash, k.fingerprint, k.derived, k.state, k.operation, k.resource_id, k.error_code, k.error_detail, k.locked_until, k.fencing_token, k.recovery_point, k.attempt_key, k.created_at, k.expires_at, k.tombstone_until, o.id, o.tenant_id, o.customer_id, o.currency, o.items, o.amount, o.state, o.version, o.created_at, o.paid_at, o.fulfilled_at, o.cancelled_at
+SELECT EXISTS (SELECT 1 FROM claim), orderly_now(), k.tenant_id, k.key_hash, k.fingerprint, k.derived, k.state, k.operation, k.resource_id, k.error_code, k.error_detail, k.locked_until, k.fencing_token, k.recovery_point, k.attempt_key, k.created_at, k.expires_at, k.tombstone_until, o.id, o.tenant_id, o.customer_id, o.currency, o.items, o.amount, o.state, o.version, o.created_at, o.paid_at, o.fulfilled_at, o.cancelled_at
 FROM (SELECT 1) AS one
 LEFT JOIN idempotency_keys k ON k.tenant_id = ('pgbench') AND k.key_hash = (encode(sha256(('pgb-replay-' || :n)::bytea), 'hex')) AND NOT EXISTS (SELECT 1 FROM claim)
 LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id;

@@ -50,12 +50,11 @@ type Publisher struct {
 	JS    jetstream.JetStream
 	// Holder names this instance for the cursor's lease.
 	Holder string
-	// Lease is how long one pass holds the cursor (default 30s).
+	// Lease is how long one pass holds the cursor (default 30s), from the
+	// database's clock, which decides when it has run out.
 	Lease time.Duration
 	// Batch is how many events one pass publishes (default 100).
 	Batch int
-	// Now is the clock (default time.Now).
-	Now func() time.Time
 }
 
 func (p *Publisher) defaults() {
@@ -65,9 +64,6 @@ func (p *Publisher) defaults() {
 	if p.Batch <= 0 {
 		p.Batch = 100
 	}
-	if p.Now == nil {
-		p.Now = time.Now
-	}
 }
 
 // RunOnce publishes up to Batch events after the cursor, if this instance
@@ -76,8 +72,7 @@ func (p *Publisher) defaults() {
 // cursor then moves past it.
 func (p *Publisher) RunOnce(ctx context.Context) (int, error) {
 	p.defaults()
-	now := p.Now()
-	cursor, held, err := p.Store.LeaseCursor(ctx, CursorName, p.Holder, now, now.Add(p.Lease))
+	cursor, held, err := p.Store.LeaseCursor(ctx, CursorName, p.Holder, p.Lease)
 	if err != nil || !held {
 		return 0, err
 	}

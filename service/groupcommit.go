@@ -163,7 +163,7 @@ func (g *groupCommit) write(group []*createCall) {
 		h := held[u]
 		if h == nil {
 			won := unique[u]
-			h = &store.Holder{Record: *won.Key, Order: &won.Order}
+			h = &store.Holder{Record: won.Key.Record, Order: &won.Order}
 		}
 		c.done <- createResult{held: h}
 	}

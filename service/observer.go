@@ -174,11 +174,10 @@ func (s *Service) Backlog(ctx context.Context) (b store.WorkBacklog, ok bool, er
 	if !ok {
 		return store.WorkBacklog{}, false, nil
 	}
-	now := s.cfg.Now()
-	if b, err = bc.Backlog(ctx, now); err != nil {
+	if b, err = bc.Backlog(ctx); err != nil {
 		return b, false, err
 	}
-	q, err := s.store.AbandonedBacklog(ctx, now)
+	q, err := s.store.AbandonedBacklog(ctx)
 	if err != nil {
 		return b, false, err
 	}

@@ -26,8 +26,8 @@ func crashPay(t *testing.T, f *fixture, o order.Order, k string) {
 	t.Helper()
 	ctx := context.Background()
 	now := f.clk.Now()
-	claim := idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey(k), Fingerprint: "fp-" + k,
-		ResourceID: o.ID, CreatedAt: now, ExpiresAt: now.Add(time.Hour), LockedUntil: now.Add(10 * time.Second)}
+	claim := store.Claim{Record: idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey(k), Fingerprint: "fp-" + k,
+		ResourceID: o.ID}, TTL: time.Hour, Lease: 10 * time.Second}
 	rec, ok, err := f.st.AcquireLease(ctx, claim)
 	if err != nil || !ok {
 		t.Fatalf("AcquireLease: %v %v", ok, err)
@@ -223,8 +223,8 @@ func TestUnresolvedShipmentNeedsAttention(t *testing.T) {
 	for _, kind := range testenv.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			env := testenv.New(t, kind, testenv.Options{})
 			clk, wh, ships := newClock(), simulator.NewWarehouse(), new(atomic.Int64)
+			env := testenv.New(t, kind, testenv.Options{Clock: clk})
 			svc := service.New(env.Store, simulator.NewGateway(), lostWarehouse{wh, ships}, service.Config{
 				LeaseDuration: 10 * time.Second, UnresolvedAfter: time.Hour, Now: clk.Now})
 			ctx := context.Background()

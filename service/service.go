@@ -287,7 +287,7 @@ func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.K
 		return res, err
 	}
 	if rec != nil {
-		s.observeClaim(idempotency.OpCreate, *rec)
+		s.observeClaim(idempotency.OpCreate, rec.Record)
 	}
 	s.obs.Transition(eventCreate, "", o.State)
 	return Result{Order: o, KeyExpiresAt: expiry(rec)}, nil
@@ -367,9 +367,9 @@ func (s *Service) replay(ctx context.Context, h store.Holder) (Result, error) {
 	return res, nil
 }
 
-// record returns the completed key record to claim for a create, or nil
-// without a key.
-func (s *Service) record(tenantID string, key idempotency.Key, now time.Time, resourceID string) *idempotency.Record {
+// record returns the completed key to claim for a create, or nil without a
+// key.
+func (s *Service) record(tenantID string, key idempotency.Key, now time.Time, resourceID string) *store.Claim {
 	if key.IsZero() {
 		return nil
 	}
@@ -378,21 +378,25 @@ func (s *Service) record(tenantID string, key idempotency.Key, now time.Time, re
 	return &r
 }
 
-// claim returns the key record a request claims at now: tenant-scoped, by
-// hash, with the key's retention window.
-func (s *Service) claim(tenantID string, key idempotency.Key, now time.Time, op idempotency.Operation, resourceID string) idempotency.Record {
+// claim returns the key a request claims: tenant-scoped, by hash, kept for
+// the key's retention window and leased (when claimed in progress) for
+// Config.LeaseDuration, both counted by the store on the database's clock.
+// The record's CreatedAt and ExpiresAt are this instance's estimate at now,
+// for answers that need one before the store has said (a create's
+// Idempotency-Key expiry); the store writes its own.
+func (s *Service) claim(tenantID string, key idempotency.Key, now time.Time, op idempotency.Operation, resourceID string) store.Claim {
 	ttl := s.cfg.KeyTTL
 	if key.Derived {
 		ttl = s.cfg.DerivedKeyTTL
 	}
 	now = now.UTC().Truncate(time.Microsecond)
-	return idempotency.Record{
+	return store.Claim{Record: idempotency.Record{
 		TenantID: tenantID, KeyHash: idempotency.HashKey(key.Value), Fingerprint: key.Fingerprint,
 		Derived: key.Derived, Operation: op, ResourceID: resourceID, CreatedAt: now, ExpiresAt: now.Add(ttl),
-	}
+	}, TTL: ttl, Lease: s.cfg.LeaseDuration}
 }
 
-func expiry(r *idempotency.Record) time.Time {
+func expiry(r *store.Claim) time.Time {
 	if r == nil {
 		return time.Time{}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
@@ -19,19 +20,9 @@ import (
 	"github.com/orderly/orderly/store"
 )
 
-// clock is a controllable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock {
-	return &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+// newClock returns the clock of a fixture: the service's and, through
+// testenv, its store's database clock (leases are decided there).
+func newClock() *testclock.Clock { return testclock.New(testclock.Start) }
 
 // gateway wraps the simulator: it can hold the next charge until released
 // (a slow provider), or capture and then lose the reply (a dropped
@@ -83,7 +74,7 @@ func (g *gateway) Charge(ctx context.Context, req payment.ChargeRequest) (paymen
 type fixture struct {
 	st  store.Store
 	gw  *gateway
-	clk *clock
+	clk *testclock.Clock
 	svc *service.Service
 }
 
@@ -98,8 +89,9 @@ func newFixture(t *testing.T, kind string) *fixture {
 // configure (if non-nil).
 func newFixtureWith(t *testing.T, kind string, configure func(*service.Config)) *fixture {
 	t.Helper()
-	env := testenv.New(t, kind, testenv.Options{})
-	f := &fixture{st: env.Store, gw: &gateway{Gateway: simulator.NewGateway()}, clk: newClock()}
+	clk := newClock()
+	env := testenv.New(t, kind, testenv.Options{Clock: clk})
+	f := &fixture{st: env.Store, gw: &gateway{Gateway: simulator.NewGateway()}, clk: clk}
 	cfg := service.Config{
 		KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
 		LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second,
@@ -269,8 +261,8 @@ func TestCompleterFinishesAbandonedRequests(t *testing.T) {
 		// charged, then vanished before the post-call write.
 		dead := f.order(t)
 		now := f.clk.Now()
-		claim := idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey("D"), Fingerprint: "fp-D",
-			ResourceID: dead.ID, CreatedAt: now, ExpiresAt: now.Add(time.Hour), LockedUntil: now.Add(10 * time.Second)}
+		claim := store.Claim{Record: idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey("D"), Fingerprint: "fp-D",
+			ResourceID: dead.ID}, TTL: time.Hour, Lease: 10 * time.Second}
 		rec, ok, err := f.st.AcquireLease(ctx, claim)
 		if err != nil || !ok {
 			t.Fatalf("AcquireLease: %v %v", ok, err)
@@ -492,9 +484,8 @@ func TestPendingAttemptOfACrashedHolderStaysOpen(t *testing.T) {
 		// The crashed worker's phase 1: key leased, charge recorded pending.
 		now := f.clk.Now()
 		amount := o.Amount
-		claim := idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey("crashed"), Fingerprint: "fp-crashed",
-			Operation: idempotency.OpPay, ResourceID: o.ID, CreatedAt: now.UTC().Truncate(time.Microsecond),
-			ExpiresAt: now.Add(time.Hour), LockedUntil: now.Add(10 * time.Second)}
+		claim := store.Claim{Record: idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey("crashed"), Fingerprint: "fp-crashed",
+			Operation: idempotency.OpPay, ResourceID: o.ID}, TTL: time.Hour, Lease: 10 * time.Second}
 		st, err := f.st.StartLeased(ctx, claim, store.Intent{From: order.Received, Kind: store.AttemptCharge,
 			ProviderKeyPrefix: o.ID + "/pay/", Versioned: true, Amount: &amount, Currency: o.Currency,
 			PaymentMethod: in.PaymentMethod, At: now})

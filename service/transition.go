@@ -119,7 +119,10 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 		key = idempotency.Key{Value: "anon:" + uuid.NewString(), Derived: true}
 	}
 	claim := s.claim(c.TenantID, key, now, op, c.OrderID)
-	claim.LockedUntil = now.Add(s.cfg.LeaseDuration)
+	// The database starts the lease when phase 1 runs, after this instant:
+	// measured on this process's monotonic clock, the lease cannot run out
+	// before leaseEnd, whatever the two clocks read.
+	leaseEnd := time.Now().Add(s.cfg.LeaseDuration)
 	st, err := s.store.StartLeased(ctx, claim, eff.intent(c.OrderID, now))
 	if err != nil {
 		return Result{}, err
@@ -127,24 +130,36 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 	if !st.Acquired && st.Key.State == idempotency.StateInProgress && st.Key.Fingerprint == key.Fingerprint {
 		if wait := min(c.Wait, s.cfg.MaxWait); wait > 0 {
 			s.obs.KeyEvent(KeyWaited, op)
+			waited := time.Now()
 			rec := s.awaitHolder(ctx, st.Key, wait)
 			if rec.State == idempotency.StateRetryableFailure || rec.State == idempotency.StateUnknownOutcome {
 				// The holder let go without an outcome: this request,
 				// the same one, takes over now rather than answer 409.
 				now = s.cfg.Now()
-				claim.CreatedAt, claim.LockedUntil = now.UTC().Truncate(time.Microsecond), now.Add(s.cfg.LeaseDuration)
+				claim = s.claim(c.TenantID, key, now, op, c.OrderID)
+				leaseEnd = time.Now().Add(s.cfg.LeaseDuration)
 				if st, err = s.store.StartLeased(ctx, claim, eff.intent(c.OrderID, now)); err != nil {
 					return Result{}, err
 				}
 			} else {
 				// Completed meanwhile (or still held): answer from the key
-				// as it is now, with the order read afresh.
+				// as it is now, with the order read afresh, and the
+				// database's clock moved on by the wait.
 				st.Key, st.Order = rec, nil
+				if !st.Now.IsZero() {
+					st.Now = st.Now.Add(time.Since(waited))
+				}
 			}
 		}
 	}
 	if !st.Acquired {
-		res, err := s.held(ctx, key, store.Holder{Record: st.Key, Order: st.Order}, now)
+		// The holder's lease (Retry-After) and the key's expiry are
+		// judged on the database's clock as phase 1 read it.
+		dbNow := now
+		if !st.Now.IsZero() {
+			dbNow = st.Now
+		}
+		res, err := s.held(ctx, key, store.Holder{Record: st.Key, Order: st.Order}, dbNow)
 		s.observeHeld(op, res, err)
 		return res, err
 	}
@@ -154,7 +169,7 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 	if st.Key.ResourceID != c.OrderID {
 		return Result{}, fmt.Errorf("lease on key for %s resumed for %s", st.Key.ResourceID, c.OrderID)
 	}
-	res, err := s.drive(ctx, st.Key, ev, check, eff, &st)
+	res, err := s.drive(ctx, st.Key, leaseEnd, ev, check, eff, &st)
 	if anonymous {
 		res.KeyExpiresAt = time.Time{}
 	}
@@ -162,13 +177,15 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 }
 
 // drive decides and acts for a held key until it completes or releases it.
-// It is shared by requests and the completer. first is what phase 1 read
-// and recorded (nil for the completer, which reads afresh).
-func (s *Service) drive(ctx context.Context, rec idempotency.Record, ev order.Event, check func(order.Order) error, eff effect, first *store.Started) (Result, error) {
+// It is shared by requests and the completer. leaseEnd is an instant, on
+// this process's monotonic clock, before which the lease cannot have run
+// out (taken before the store started it). first is what phase 1 read and
+// recorded (nil for the completer, which reads afresh).
+func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd time.Time, ev order.Event, check func(order.Order) error, eff effect, first *store.Started) (Result, error) {
 	lease := store.LeaseOf(rec)
 	// Past phase 1 the work finishes even if the client goes away, bounded
-	// by the lease.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LeaseDuration)
+	// by the lease, so a holder stops before another may take the key over.
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), leaseEnd)
 	defer cancel()
 	// carry is the settlement of an attempt this request completed at the
 	// provider but could not write yet (its compare-and-set lost a race and

@@ -35,8 +35,8 @@ func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (taken int, f
 		}
 	}()
 	for taken < limit && time.Since(start) < s.cfg.LeaseDuration && ctx.Err() == nil {
-		now := s.cfg.Now()
-		recs, err := s.store.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: now.Add(s.cfg.LeaseDuration),
+		leaseEnd := time.Now().Add(s.cfg.LeaseDuration) // before the database starts the leases
+		recs, err := s.store.TakeOverAbandoned(ctx, store.TakeOver{Lease: s.cfg.LeaseDuration,
 			Limit: min(s.cfg.CompleterParallel, limit-taken), Backoff: s.cfg.CompleterBackoff, MaxBackoff: s.cfg.CompleterMaxBackoff})
 		if err != nil {
 			return taken, err
@@ -48,7 +48,7 @@ func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (taken int, f
 		errs := make([]error, len(recs))
 		var wg sync.WaitGroup
 		for i, rec := range recs {
-			wg.Go(func() { errs[i] = s.recoverKey(ctx, rec) })
+			wg.Go(func() { errs[i] = s.recoverKey(ctx, rec, leaseEnd) })
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil && firstErr == nil {
@@ -60,7 +60,7 @@ func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (taken int, f
 
 // recoverKey drives one key the completer took over. It returns an error only
 // when the store failed; the outcome of the drive itself is logged.
-func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record) error {
+func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record, leaseEnd time.Time) error {
 	s.obs.KeyEvent(KeyLeaseTakeover, rec.Operation)
 	lease := store.LeaseOf(rec)
 	if rec.RecoveryPoint != idempotency.RecoveryAttemptRecorded || rec.AttemptKey == "" {
@@ -83,7 +83,7 @@ func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record) error 
 	case store.AttemptRefund:
 		ev, eff = order.EventCancel, s.refundEffect()
 	}
-	_, err = s.drive(ctx, rec, ev, nil, eff, nil)
+	_, err = s.drive(ctx, rec, leaseEnd, ev, nil, eff, nil)
 	s.cfg.Logger.Info("completer finished an abandoned request", "order_id", rec.ResourceID,
 		"event", string(ev), "outcome", outcomeOf(err))
 	return nil
@@ -94,7 +94,7 @@ func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record) error 
 // attention, and when the oldest due key became due. It is one read, cheap
 // enough for a metrics scrape.
 func (s *Service) CompleterBacklog(ctx context.Context) (store.Backlog, error) {
-	return s.store.AbandonedBacklog(ctx, s.cfg.Now())
+	return s.store.AbandonedBacklog(ctx)
 }
 
 // AttemptsNeedingAttention returns at most limit (1–100) of the tenant's
@@ -114,7 +114,7 @@ func outcomeOf(err error) string {
 // limit rows per step (see store.Store.Sweep): completed client keys past
 // retention become tombstones for Config.TombstoneTTL, then are deleted.
 func (s *Service) SweepKeys(ctx context.Context, limit int) (store.SweepResult, error) {
-	res, err := s.store.Sweep(ctx, s.cfg.Now(), s.cfg.TombstoneTTL, limit)
+	res, err := s.store.Sweep(ctx, s.cfg.TombstoneTTL, limit)
 	if err == nil {
 		s.obs.SweepPass(res)
 	}

@@ -29,7 +29,8 @@ type WorkBacklog struct {
 // BacklogCounter is implemented by stores that can count their WorkBacklog.
 // It is not part of Store: a store without it simply reports no backlog.
 type BacklogCounter interface {
-	// Backlog counts the backlog at now, in one read-only statement.
-	// Errors: an error wrapping ErrUnavailable, or another error.
-	Backlog(ctx context.Context, now time.Time) (WorkBacklog, error)
+	// Backlog counts the backlog as of the database's clock, in one
+	// read-only statement. Errors: an error wrapping ErrUnavailable, or
+	// another error.
+	Backlog(ctx context.Context) (WorkBacklog, error)
 }

@@ -48,44 +48,46 @@ type EventStore interface {
 	// not the tenant's).
 	ListDeliveries(ctx context.Context, tenantID, endpointID string, limit int) ([]event.Delivery, error)
 
-	// ClaimDeliveries leases to the caller, until leaseUntil, at most limit
-	// deliveries due at now — pending with NextAttemptAt reached, or held
-	// under a lease that expired (a crashed instance) — of enabled
+	// ClaimDeliveries leases to the caller, for lease, at most limit
+	// deliveries due as of the database's clock — pending with
+	// NextAttemptAt reached, or held under a lease that expired (a crashed
+	// instance) — of enabled
 	// endpoints, and only the first undelivered event of each (endpoint,
 	// order), so an order's events are delivered in sequence order. Each
 	// returned delivery carries its new Attempts (the lease's fencing
 	// token), the event body and the endpoint's URL and secret. Safe with
 	// several instances (FOR UPDATE SKIP LOCKED on PostgreSQL): no two
 	// hold one delivery at once.
-	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]event.Delivery, error)
+	ClaimDeliveries(ctx context.Context, lease time.Duration, limit int) ([]event.Delivery, error)
 
 	// FinishDelivery records the outcome of the attempt fenced by
 	// (o.EndpointID, o.EventID, o.Attempts), or returns ErrLeaseLost when
 	// another instance took the delivery over.
 	FinishDelivery(ctx context.Context, o DeliveryOutcome) error
 
-	// LeaseCursor takes (or renews) the named cursor for holder until
-	// until when it is free, expired at now, or already holder's; it
-	// returns the cursor and whether holder now holds it.
-	LeaseCursor(ctx context.Context, name, holder string, now, until time.Time) (cursor string, held bool, err error)
+	// LeaseCursor takes (or renews) the named cursor for holder, for
+	// lease, when it is free, its lease expired (on the database's clock),
+	// or it is already holder's; it returns the cursor and whether holder
+	// now holds it.
+	LeaseCursor(ctx context.Context, name, holder string, lease time.Duration) (cursor string, held bool, err error)
 
 	// AdvanceCursor moves the named cursor to cursor if holder still holds
 	// it (ErrLeaseLost otherwise).
 	AdvanceCursor(ctx context.Context, name, holder, cursor string) error
 }
 
-// DeliveryOutcome is the end of one delivery attempt. Status is
-// event.DeliverySucceeded, event.DeliveryFailed (given up) or
-// event.DeliveryPending (retry at NextAttemptAt). DisableEndpoint, when
-// set, disables the endpoint with that reason (a 410 Gone).
+// DeliveryOutcome is the end of one delivery attempt, recorded at the
+// database's clock. Status is event.DeliverySucceeded, event.DeliveryFailed
+// (given up) or event.DeliveryPending (retry RetryIn after the database's
+// now). DisableEndpoint, when set, disables the endpoint with that reason
+// (a 410 Gone).
 type DeliveryOutcome struct {
 	EndpointID      string
 	EventID         string
 	Attempts        int
 	Status          event.DeliveryStatus
-	NextAttemptAt   time.Time
+	RetryIn         time.Duration
 	LastStatus      int
 	LastError       string
 	DisableEndpoint string
-	At              time.Time
 }

@@ -150,19 +150,37 @@ func (s AttemptStatus) Open() bool {
 	return s == AttemptPending || s == AttemptUnknown || s == AttemptNeedsAttention
 }
 
-// TakeOver says which abandoned keys TakeOverAbandoned takes and how it
-// leases them.
+// Claim is an idempotency key a request claims: the embedded Record's
+// identity and request members (TenantID, KeyHash, Fingerprint, Derived,
+// Operation, ResourceID, and for a create's completed claim ErrorCode and
+// ErrorDetail), and how long the key lives, counted on the database's clock
+// from the transaction that writes it: it is kept TTL (its ExpiresAt) and,
+// when claimed in progress, leased for Lease (its LockedUntil). The
+// Record's CreatedAt, ExpiresAt and LockedUntil are not read: the store sets
+// them from its own clock, so instances whose clocks disagree still agree on
+// which lease has run out and which key has expired.
+type Claim struct {
+	idempotency.Record
+	// TTL is the key's retention window (> 0).
+	TTL time.Duration
+	// Lease is how long a claim in progress holds the key (> 0 for
+	// AcquireLease and StartLeased; unused by creates).
+	Lease time.Duration
+}
+
+// TakeOver says how TakeOverAbandoned leases the keys it takes. Which
+// leases have expired and which deferred keys are due is decided on the
+// database's clock.
 type TakeOver struct {
-	// Now is the instant that decides which leases have expired and which
-	// deferred keys are due.
-	Now time.Time
-	// LeaseUntil is the new lease of every key taken over.
-	LeaseUntil time.Time
+	// Lease is the new lease of every key taken over, from the database's
+	// clock.
+	Lease time.Duration
 	// Limit bounds how many keys one call takes.
 	Limit int
 	// Backoff is the per-key backoff of unknown outcomes: the n-th takeover
 	// (n from 0) of an unknown outcome defers the key's next one to
-	// Now + min(Backoff·2^n, MaxBackoff). Zero takes it again at once.
+	// min(Backoff·2^n, MaxBackoff) after the database's now. Zero takes it
+	// again at once.
 	Backoff, MaxBackoff time.Duration
 }
 
@@ -233,7 +251,7 @@ type Holder struct {
 // (nil for none; its TenantID is the order's) and the order to insert if the
 // claim wins.
 type NewOrder struct {
-	Key   *idempotency.Record
+	Key   *Claim
 	Order order.Order
 }
 
@@ -282,6 +300,10 @@ type Started struct {
 	// or re-opened from failed) has UpdatedAt equal to it, to the
 	// microsecond; one it found open keeps its own.
 	IntentAt time.Time
+	// Now is the database's clock as phase 1 read it: how long a holder's
+	// lease has left is Key.LockedUntil − Now, whatever the caller's clock
+	// says.
+	Now time.Time
 }
 
 // Executor is the set of store operations that run the same on the store
@@ -297,22 +319,22 @@ type Started struct {
 // ErrAttemptInFlight, an error wrapping ErrUnavailable, or another error
 // (internal).
 type Executor interface {
-	// CreateOrder claims key (if non-nil, as completed) and inserts o,
-	// atomically, in one round trip. If the key is already held it writes
-	// nothing and returns the holder with its order's current state. An
-	// expired derived key is taken over.
-	CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (held *Holder, err error)
+	// CreateOrder claims key (if non-nil, as completed, kept key.TTL) and
+	// inserts o, atomically, in one round trip. If the key is already held
+	// it writes nothing and returns the holder with its order's current
+	// state. An expired derived key is taken over.
+	CreateOrder(ctx context.Context, key *Claim, o order.Order) (held *Holder, err error)
 
-	// AcquireLease claims claim's key in progress, leased until
-	// claim.LockedUntil, with fencing token 1 and recovery point started.
-	// If the key exists it is taken over — the token grows by one, the
-	// lease is renewed and the recovery point kept — when it is in
-	// progress with an expired lease, a retryable failure, or an unknown
-	// outcome, and its fingerprint equals claim's; an expired derived key
-	// is replaced. The time that decides expiry is claim.CreatedAt. It
-	// returns the record and true when the caller now holds the key, or
-	// the holding record and false otherwise.
-	AcquireLease(ctx context.Context, claim idempotency.Record) (idempotency.Record, bool, error)
+	// AcquireLease claims claim's key in progress, leased for claim.Lease,
+	// with fencing token 1 and recovery point started. If the key exists
+	// it is taken over — the token grows by one, the lease is renewed and
+	// the recovery point kept — when it is in progress with an expired
+	// lease, a retryable failure, or an unknown outcome, and its
+	// fingerprint equals claim's; an expired derived key is replaced.
+	// Expiry is judged on the database's clock, which also starts the new
+	// lease. It returns the record and true when the caller now holds the
+	// key, or the holding record and false otherwise.
+	AcquireLease(ctx context.Context, claim Claim) (idempotency.Record, bool, error)
 
 	// RecordAttempt inserts a (pending) unless an attempt with its
 	// ProviderKey exists — a failed one (the provider did nothing) is
@@ -347,9 +369,10 @@ type Executor interface {
 	// answer never re-opens it.
 	SettleAttempt(ctx context.Context, u AttemptUpdate) error
 
-	// TakeOverAbandoned leases to the caller, until to.LeaseUntil, at most
-	// to.Limit keys that were abandoned at to.Now: in progress with an
-	// expired lease, or with an unknown outcome whose backoff has run out.
+	// TakeOverAbandoned leases to the caller, for to.Lease, at most
+	// to.Limit keys abandoned as of the database's clock: in progress with
+	// an expired lease, or with an unknown outcome whose backoff has run
+	// out.
 	// The oldest are taken first across both kinds (an expired lease is due
 	// since its locked_until, an unknown outcome since its retry_at, or its
 	// creation when never deferred), so unresolvable unknown outcomes can
@@ -359,8 +382,9 @@ type Executor interface {
 	// PostgreSQL).
 	TakeOverAbandoned(ctx context.Context, to TakeOver) ([]idempotency.Record, error)
 
-	// AbandonedBacklog counts the completer's queue at now (see Backlog).
-	AbandonedBacklog(ctx context.Context, now time.Time) (Backlog, error)
+	// AbandonedBacklog counts the completer's queue as of the database's
+	// clock (see Backlog).
+	AbandonedBacklog(ctx context.Context) (Backlog, error)
 
 	// ForgetKey deletes the key held by lease when it recorded no attempt:
 	// its request named no order of the tenant, so it did not happen and a
@@ -374,11 +398,12 @@ type Executor interface {
 	// GetAttempt returns the attempt with providerKey, or ErrNotFound.
 	GetAttempt(ctx context.Context, providerKey string) (Attempt, error)
 
-	// Sweep applies the key lifecycle at now, touching at most limit rows
-	// per step: completed client keys past ExpiresAt become tombstones kept
-	// until ExpiresAt+tombstoneFor; tombstones past that, expired derived
-	// keys and expired keys that never completed are deleted.
-	Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (SweepResult, error)
+	// Sweep applies the key lifecycle as of the database's clock, touching
+	// at most limit rows per step: completed client keys past ExpiresAt
+	// become tombstones kept until ExpiresAt+tombstoneFor; tombstones past
+	// that, expired derived keys and expired keys that never completed are
+	// deleted.
+	Sweep(ctx context.Context, tombstoneFor time.Duration, limit int) (SweepResult, error)
 
 	// LookupKey returns the record of (tenantID, keyHash) in any state, or
 	// ErrNotFound. keyHash is idempotency.HashKey of the key.
@@ -435,7 +460,7 @@ type Store interface {
 	// caller decides without reading again. When the guard did not let it
 	// record, the caller decides from what it got and may use
 	// RecordAttempt for the precise reason.
-	StartLeased(ctx context.Context, claim idempotency.Record, intent Intent) (Started, error)
+	StartLeased(ctx context.Context, claim Claim, intent Intent) (Started, error)
 
 	// CreateOrders is CreateOrder for a group of creates in one transaction
 	// (group commit): result i is nil when batch[i] was created, or the

@@ -112,8 +112,7 @@ func NewDispatcher(s store.EventStore, cfg Config) *Dispatcher {
 // RunOnce leases at most Batch due deliveries, sends them concurrently and
 // records each outcome. It returns how many it leased.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
-	now := d.cfg.Now()
-	ds, err := d.store.ClaimDeliveries(ctx, now, now.Add(d.cfg.Lease), d.cfg.Batch)
+	ds, err := d.store.ClaimDeliveries(ctx, d.cfg.Lease, d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -133,7 +132,7 @@ func (d *Dispatcher) deliver(ctx context.Context, del event.Delivery) error {
 	code, retryAfter, err := d.send(ctx, del)
 	now := d.cfg.Now()
 	out := store.DeliveryOutcome{EndpointID: del.EndpointID, EventID: del.EventID, Attempts: del.Attempts,
-		LastStatus: code, At: now}
+		LastStatus: code}
 	if err != nil {
 		out.LastError = err.Error()
 	}
@@ -146,11 +145,14 @@ func (d *Dispatcher) deliver(ctx context.Context, del event.Delivery) error {
 		if out.LastError == "" {
 			out.LastError = "HTTP " + strconv.Itoa(code)
 		}
-		next := now.Add(max(d.Backoff(del.Attempts), retryAfter))
-		if next.After(del.CreatedAt.Add(d.cfg.RetryWindow)) {
+		// The store schedules the retry on the database's clock; whether
+		// it still falls in the retry window, which counts from the
+		// event (days), is this instance's call.
+		retryIn := max(d.Backoff(del.Attempts), retryAfter)
+		if now.Add(retryIn).After(del.CreatedAt.Add(d.cfg.RetryWindow)) {
 			out.Status = event.DeliveryFailed
 		} else {
-			out.Status, out.NextAttemptAt = event.DeliveryPending, next
+			out.Status, out.RetryIn = event.DeliveryPending, retryIn
 		}
 	}
 	d.cfg.Logger.Debug("webhook delivery", "endpoint_id", del.EndpointID, "event_id", del.EventID,

@@ -17,6 +17,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/paysim/testmode"
@@ -24,16 +25,6 @@ import (
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/webhook"
 )
-
-// clock is a controllable time source shared by the service and the
-// dispatcher, so backoff and retry windows are tested without waiting.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // receiver is a loopback webhook endpoint that records what it gets and
 // answers with respond (2xx by default).
@@ -88,13 +79,13 @@ func newReceiver(t *testing.T) *receiver {
 type fixture struct {
 	env *testenv.Env
 	es  store.EventStore
-	clk *clock
+	clk *testclock.Clock // the service's, the dispatcher's and the database's: backoff and retry windows pass without waiting
 	ep  *webhook.Endpoints
 }
 
 func newFixture(t *testing.T, kind string) *fixture {
-	clk := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	env := testenv.New(t, kind, testenv.Options{Now: clk.Now})
+	clk := testclock.New(testclock.Start)
+	env := testenv.New(t, kind, testenv.Options{Clock: clk})
 	es := env.Store.(store.EventStore)
 	return &fixture{env: env, es: es, clk: clk, ep: &webhook.Endpoints{Store: es, AllowPrivate: true, Now: clk.Now}}
 }

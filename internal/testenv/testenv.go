@@ -15,6 +15,7 @@ import (
 
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/service"
@@ -49,6 +50,10 @@ type Options struct {
 	DerivedKeyTTL time.Duration
 	MaxBodyBytes  int64
 	Now           func() time.Time
+	// Clock, if set, is the clock of the service (Now defaults to it) and
+	// of the store's database (see internal/testclock): moving it expires
+	// leases and keys on every side at once.
+	Clock *testclock.Clock
 	// Location reuses a store: a PostgreSQL URL or an SQLite directory (for
 	// restart tests). Empty creates a fresh one.
 	Location string
@@ -100,7 +105,10 @@ func New(t testing.TB, kind string, opt Options) *Env {
 			t.Fatalf("unknown store kind %q", kind)
 		}
 	}
-	e.Store = Open(t, kind, e.Location)
+	if opt.Clock != nil && opt.Now == nil {
+		opt.Now = opt.Clock.Now
+	}
+	e.Store = OpenWithClock(t, kind, e.Location, opt.Clock)
 	var gw payment.Gateway = e.Gateway
 	if opt.WrapGateway != nil {
 		gw = opt.WrapGateway(gw)
@@ -130,6 +138,13 @@ func New(t testing.TB, kind string, opt Options) *Env {
 // Open opens a store of kind at location (URL or directory).
 func Open(t testing.TB, kind, location string) store.Store {
 	t.Helper()
+	return OpenWithClock(t, kind, location, nil)
+}
+
+// OpenWithClock is Open with the store's database following clk (nil: its
+// own clock).
+func OpenWithClock(t testing.TB, kind, location string, clk *testclock.Clock) store.Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var st store.Store
@@ -137,8 +152,15 @@ func Open(t testing.TB, kind, location string) store.Store {
 	switch kind {
 	case Postgres:
 		st, err = postgres.Open(ctx, location)
+		if err == nil && clk != nil {
+			pgtest.FollowClock(t, location, clk)
+		}
 	case SQLite:
-		st, err = sqlite.Open(ctx, location)
+		var opts []sqlite.Option
+		if clk != nil {
+			opts = append(opts, sqlite.WithClock(clk.Now))
+		}
+		st, err = sqlite.Open(ctx, location, opts...)
 	}
 	if err != nil {
 		t.Fatalf("open %s store: %v", kind, err)

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/orderly/orderly/internal/testclock"
 )
 
 // EnvURL names the environment variable with the test server's URL.
@@ -137,4 +140,49 @@ func NewDatabase(t testing.TB) string {
 	})
 	u.Path = "/" + name
 	return u.String()
+}
+
+// FollowClock makes the database at dbURL (migrated already: call it after
+// the store's Open; again after a reopen is harmless) read clk as its clock: orderly_now(), which every
+// lease, schedule and retention decision uses, returns clk's reading
+// instead of the transaction's start time, from now until t ends. Only a
+// test's own database is changed.
+func FollowClock(t testing.TB, dbURL string, clk *testclock.Clock) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("pgtest.FollowClock: %v", err)
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") { // pgxpool's, which one connection refuses
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatalf("pgtest.FollowClock: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, `
+CREATE TABLE IF NOT EXISTS orderly_test_clock (now timestamptz NOT NULL);
+INSERT INTO orderly_test_clock SELECT 'epoch' WHERE NOT EXISTS (SELECT 1 FROM orderly_test_clock);
+CREATE OR REPLACE FUNCTION orderly_now() RETURNS timestamptz LANGUAGE sql STABLE
+    AS 'SELECT now FROM orderly_test_clock'`)
+	if err != nil {
+		t.Fatalf("pgtest.FollowClock: %v", err)
+	}
+	var mu sync.Mutex
+	clk.Follow(func(now time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, `UPDATE orderly_test_clock SET now = $1`, now); err != nil {
+			t.Errorf("pgtest: set the database clock to %s: %v", now, err)
+		}
+	})
 }

@@ -9,21 +9,21 @@ import (
 	"github.com/orderly/orderly/store"
 )
 
-// backlog counts store.WorkBacklog at $1 with the partial indexes of the
+// backlog counts store.WorkBacklog as of orderly_now() with the partial indexes of the
 // completer and the sweeper (idempotency_keys_recovery_idx,
 // idempotency_keys_expires_idx), so it reads no more rows than it counts.
 const backlog = `
 SELECT (SELECT count(*) FROM idempotency_keys WHERE state = 'unknown_outcome'),
        (SELECT count(*) FROM idempotency_keys
-         WHERE (state = 'in_progress' AND locked_until <= $1) OR state = 'unknown_outcome'),
+         WHERE (state = 'in_progress' AND locked_until <= orderly_now()) OR state = 'unknown_outcome'),
        (SELECT min(expires_at) FROM idempotency_keys
-         WHERE state = 'completed' AND NOT derived AND expires_at <= $1)`
+         WHERE state = 'completed' AND NOT derived AND expires_at <= orderly_now())`
 
 // Backlog implements store.BacklogCounter in one statement.
-func (s *Store) Backlog(ctx context.Context, now time.Time) (store.WorkBacklog, error) {
+func (s *Store) Backlog(ctx context.Context) (store.WorkBacklog, error) {
 	var b store.WorkBacklog
 	var oldest *time.Time
-	err := s.pool.QueryRow(ctx, backlog, now).Scan(&b.UnknownOutcomes, &b.Abandoned, &oldest)
+	err := s.pool.QueryRow(ctx, backlog).Scan(&b.UnknownOutcomes, &b.Abandoned, &oldest)
 	if err == pgx.ErrNoRows {
 		err = nil
 	}

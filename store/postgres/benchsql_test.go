@@ -19,13 +19,18 @@ var param = regexp.MustCompile(`\$(\d+)`)
 // bind replaces the statement's parameters with pgbench expressions.
 func bind(t *testing.T, stmt string, args ...string) string {
 	t.Helper()
+	highest := 0
 	out := param.ReplaceAllStringFunc(stmt, func(p string) string {
 		n, _ := strconv.Atoi(p[1:])
 		if n < 1 || n > len(args) {
 			t.Fatalf("statement uses %s; %d arguments given", p, len(args))
 		}
+		highest = max(highest, n)
 		return "(" + args[n-1] + ")"
 	})
+	if highest != len(args) {
+		t.Fatalf("statement uses $1..$%d; %d arguments given", highest, len(args))
+	}
 	return strings.TrimSpace(out) + ";\n"
 }
 
@@ -55,7 +60,7 @@ func TestBenchSQL(t *testing.T) {
 		return []string{id, "'pgbench'", customer, "'USD'",
 			"jsonb_build_array(jsonb_build_object('sku', 'sku_1', 'quantity', " + qty + ", 'unit_price', 1250))",
 			qty + " * 1250", "'RCVD'", "1", "now()", "NULL", "NULL", "NULL",
-			"'pgbench'", h, fp, "false", "'create'", id, "NULL", "NULL", "now()", "now() + interval '24 hours'",
+			"'pgbench'", h, fp, "false", "'create'", id, "NULL", "NULL", "86400000000", // retention: 24h in µs
 			evID, "now()", eventBody(evID, id, "'order.created'", "'RCVD'", "1", customer, qty)}
 	}
 	newKey := "encode(sha256(('pgb-' || :client_id || '-' || :a || '-' || :b)::bytea), 'hex')"
@@ -95,8 +100,7 @@ func TestBenchSQL(t *testing.T) {
 			"as the store sends them. Run after bench/pay_setup.sql with",
 			"pgbench -n -M prepared -c C -j 2 -T 10 -D i=0 -D clients=C -f bench/pay.sql \"$DATABASE_URL\"") +
 			"\\set i :i + 1\n\\set n :client_id + 1 + :clients * (:i - 1)\n\\startpipeline\n" +
-			bind(t, acquireLease, "'pgbench'", key, fp, "false", id, "now() + interval '30 seconds'", "now()",
-				"now() + interval '24 hours'", "'pay'") +
+			bind(t, acquireLease, "'pgbench'", key, fp, "false", id, "30000000", "86400000000", "'pay'") + // lease 30s, retention 24h (µs)
 			bind(t, lockLeasedOrder, "'pgbench'", key, id) +
 			bind(t, recordIntent, "'pgbench'", key, id, id+" || '/pay/'", "true", "'RCVD'", "2500", "'USD'",
 				"'charge'", "'pm_card_visa'", "now()") +

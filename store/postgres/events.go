@@ -31,7 +31,7 @@ func appendEvents(src string) string {
 ), fan AS (
     INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant_id, order_id, sequence, status, next_attempt_at,
                                     created_at, updated_at)
-    SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', ev.created_at, ev.created_at, ev.created_at
+    SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', orderly_now(), ev.created_at, ev.created_at
     FROM ev JOIN webhook_endpoints w ON w.tenant_id = ev.tenant_id AND w.disabled_reason IS NULL
         AND ev.type = ANY (w.event_types)
 )`
@@ -235,30 +235,33 @@ WHERE d.tenant_id = $1 AND d.endpoint_id = $2 ORDER BY d.created_at DESC, d.even
 	return out, translate(err)
 }
 
-// claimDeliveries leases due deliveries ($1 now, $2 lease until, $3 limit):
-// the first undelivered event of each (endpoint, order) only, skipping
-// rows another instance is claiming.
+// claimDeliveries leases due deliveries for $1 microseconds, at most $2 of
+// them, due and expired as of orderly_now(), the database's clock: the
+// first undelivered event of each (endpoint, order) only, skipping rows
+// another instance is claiming.
 const claimDeliveries = `
 WITH due AS (
     SELECT d.endpoint_id, d.event_id FROM webhook_deliveries d
     JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.disabled_reason IS NULL
-    WHERE ((d.status = 'pending' AND d.next_attempt_at <= $1) OR (d.status = 'delivering' AND d.locked_until <= $1))
+    WHERE ((d.status = 'pending' AND d.next_attempt_at <= orderly_now())
+           OR (d.status = 'delivering' AND d.locked_until <= orderly_now()))
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p
                       WHERE p.endpoint_id = d.endpoint_id AND p.order_id = d.order_id AND p.sequence < d.sequence
                         AND p.status IN ('pending', 'delivering'))
     ORDER BY COALESCE(d.next_attempt_at, d.locked_until)
-    LIMIT $3
+    LIMIT $2
     FOR UPDATE OF d SKIP LOCKED
 )
-UPDATE webhook_deliveries d SET status = 'delivering', locked_until = $2, next_attempt_at = NULL,
-    attempts = d.attempts + 1, updated_at = $1
+UPDATE webhook_deliveries d SET status = 'delivering',
+    locked_until = orderly_now() + $1::bigint * interval '1 microsecond', next_attempt_at = NULL,
+    attempts = d.attempts + 1, updated_at = orderly_now()
 FROM due, order_events ev, webhook_endpoints w
 WHERE d.endpoint_id = due.endpoint_id AND d.event_id = due.event_id AND ev.id = d.event_id AND w.id = d.endpoint_id
 RETURNING ` + deliveryColumns + `, ev.body, w.url, w.secret`
 
 // ClaimDeliveries implements store.EventStore in one statement.
-func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]event.Delivery, error) {
-	rows, err := s.pool.Query(ctx, claimDeliveries, now, leaseUntil, limit)
+func (s *Store) ClaimDeliveries(ctx context.Context, lease time.Duration, limit int) ([]event.Delivery, error) {
+	rows, err := s.pool.Query(ctx, claimDeliveries, lease.Microseconds(), limit)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -273,43 +276,46 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 }
 
 // finishDelivery ends the attempt fenced by ($1 endpoint, $2 event, $3
-// attempts) with $4 status, $5 next attempt, $6 last status, $7 last
-// error, $8 at, and disables the endpoint when $9 (a reason) is set.
+// attempts) with $4 status, the next attempt $5 microseconds after
+// orderly_now() (NULL: none), $6 last status, $7 last error, and disables
+// the endpoint when $8 (a reason) is set.
 const finishDelivery = `
 WITH d AS (
-    UPDATE webhook_deliveries SET status = $4, locked_until = NULL, next_attempt_at = $5::timestamptz,
-        last_status = $6, last_error = $7, updated_at = $8
+    UPDATE webhook_deliveries SET status = $4, locked_until = NULL,
+        next_attempt_at = orderly_now() + $5::bigint * interval '1 microsecond',
+        last_status = $6, last_error = $7, updated_at = orderly_now()
     WHERE endpoint_id = $1 AND event_id = $2 AND attempts = $3 AND status = 'delivering'
     RETURNING endpoint_id
 ), off AS (
-    UPDATE webhook_endpoints SET disabled_reason = $9
-    WHERE id = $1 AND $9::text IS NOT NULL AND disabled_reason IS NULL AND EXISTS (SELECT 1 FROM d)
+    UPDATE webhook_endpoints SET disabled_reason = $8
+    WHERE id = $1 AND $8::text IS NOT NULL AND disabled_reason IS NULL AND EXISTS (SELECT 1 FROM d)
 )
 SELECT orderly_guard(EXISTS (SELECT 1 FROM d), 'lease_lost')`
 
 // FinishDelivery implements store.EventStore in one statement.
 func (s *Store) FinishDelivery(ctx context.Context, o store.DeliveryOutcome) error {
-	var next *time.Time
+	var next *int64
 	if o.Status == event.DeliveryPending {
-		next = &o.NextAttemptAt
+		us := max(o.RetryIn, 0).Microseconds()
+		next = &us
 	}
 	var last *int
 	if o.LastStatus != 0 {
 		last = &o.LastStatus
 	}
 	_, err := s.pool.Exec(ctx, finishDelivery, o.EndpointID, o.EventID, o.Attempts, string(o.Status), next, last,
-		nullable(o.LastError), o.At, nullable(o.DisableEndpoint))
+		nullable(o.LastError), nullable(o.DisableEndpoint))
 	return translate(err)
 }
 
 // LeaseCursor implements store.EventStore in one statement.
-func (s *Store) LeaseCursor(ctx context.Context, name, holder string, now, until time.Time) (string, bool, error) {
+func (s *Store) LeaseCursor(ctx context.Context, name, holder string, lease time.Duration) (string, bool, error) {
 	var cursor string
 	err := s.pool.QueryRow(ctx, `
-INSERT INTO event_cursors (name, holder, locked_until) VALUES ($1, $2, $4)
-ON CONFLICT (name) DO UPDATE SET holder = $2, locked_until = $4
-WHERE event_cursors.holder = $2 OR event_cursors.locked_until IS NULL OR event_cursors.locked_until <= $3
-RETURNING cursor`, name, holder, now, until).Scan(&cursor)
+INSERT INTO event_cursors (name, holder, locked_until) VALUES ($1, $2, orderly_now() + $3::bigint * interval '1 microsecond')
+ON CONFLICT (name) DO UPDATE SET holder = $2, locked_until = EXCLUDED.locked_until
+WHERE event_cursors.holder = $2 OR event_cursors.locked_until IS NULL OR event_cursors.locked_until <= orderly_now()
+RETURNING cursor`, name, holder, lease.Microseconds()).Scan(&cursor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", false, nil
 	}

@@ -19,7 +19,7 @@ type executor struct{ db db }
 var _ store.Executor = executor{}
 
 // CreateOrder implements store.Executor in one statement.
-func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*store.Holder, error) {
+func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Order) (*store.Holder, error) {
 	items, err := json.Marshal(o.Items)
 	if err != nil {
 		return nil, err
@@ -33,13 +33,14 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 	}
 	k := *key
 	args := append(orderArgs(o, items), k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, nullable(string(k.Operation)),
-		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.CreatedAt, k.ExpiresAt,
+		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.TTL.Microseconds(),
 		ev.ID, ev.CreatedAt, string(body))
 	query := claimAndInsertOrder
 	if k.Derived {
 		query = claimDerivedAndInsertOrder
 	}
 	var claimed bool
+	var now time.Time // the database's clock
 	var held *store.Holder
 	err = e.db.query(ctx, query, args, func(rows pgx.Rows) error {
 		var kc keyCols
@@ -47,7 +48,7 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 		if !rows.Next() {
 			return pgx.ErrNoRows
 		}
-		if err := rows.Scan(targets([]any{&claimed}, kc.targets(), oc.targets())...); err != nil {
+		if err := rows.Scan(targets([]any{&claimed, &now}, kc.targets(), oc.targets())...); err != nil {
 			return err
 		}
 		if r, ok := kc.record(); ok {
@@ -62,7 +63,7 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 		return nil, translate(err)
 	case claimed:
 		return nil, nil
-	case held != nil && !replaceable(held.Record, k):
+	case held != nil && !replaceable(held.Record, k.Derived, now):
 		return held, nil
 	}
 	// The holder committed after this statement's snapshot was taken (a
@@ -74,7 +75,7 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 
 // AcquireLease implements store.Executor in one statement, plus a read of
 // the holder when the key is not acquired.
-func (e executor) AcquireLease(ctx context.Context, c idempotency.Record) (idempotency.Record, bool, error) {
+func (e executor) AcquireLease(ctx context.Context, c store.Claim) (idempotency.Record, bool, error) {
 	rs, err := e.keys(ctx, acquireLease, acquireArgs(c)...)
 	if err != nil {
 		return idempotency.Record{}, false, err
@@ -86,9 +87,9 @@ func (e executor) AcquireLease(ctx context.Context, c idempotency.Record) (idemp
 	return held, false, err
 }
 
-func acquireArgs(c idempotency.Record) []any {
-	return []any{c.TenantID, c.KeyHash, c.Fingerprint, c.Derived, nullable(c.ResourceID), c.LockedUntil,
-		c.CreatedAt, c.ExpiresAt, nullable(string(c.Operation))}
+func acquireArgs(c store.Claim) []any {
+	return []any{c.TenantID, c.KeyHash, c.Fingerprint, c.Derived, nullable(c.ResourceID), c.Lease.Microseconds(),
+		c.TTL.Microseconds(), nullable(string(c.Operation))}
 }
 
 // RecordAttempt implements store.Executor. It must run in a transaction
@@ -152,13 +153,13 @@ func (e executor) SettleAttempt(ctx context.Context, u store.AttemptUpdate) erro
 
 // TakeOverAbandoned implements store.Executor in one statement.
 func (e executor) TakeOverAbandoned(ctx context.Context, to store.TakeOver) ([]idempotency.Record, error) {
-	return e.keys(ctx, takeOverAbandoned, to.Now, to.LeaseUntil, to.Limit, to.Backoff.Microseconds(), to.MaxBackoff.Microseconds())
+	return e.keys(ctx, takeOverAbandoned, to.Lease.Microseconds(), to.Limit, to.Backoff.Microseconds(), to.MaxBackoff.Microseconds())
 }
 
 // AbandonedBacklog implements store.Executor in one statement.
-func (e executor) AbandonedBacklog(ctx context.Context, now time.Time) (store.Backlog, error) {
+func (e executor) AbandonedBacklog(ctx context.Context) (store.Backlog, error) {
 	var b store.Backlog
-	err := e.db.query(ctx, abandonedBacklog, []any{now}, func(rows pgx.Rows) error {
+	err := e.db.query(ctx, abandonedBacklog, nil, func(rows pgx.Rows) error {
 		if !rows.Next() {
 			return pgx.ErrNoRows
 		}
@@ -219,14 +220,14 @@ func (e executor) GetAttempt(ctx context.Context, providerKey string) (store.Att
 
 // Sweep implements store.Executor: two batched statements, each its own
 // short transaction on the pool, skipping rows other sweepers hold.
-func (e executor) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
+func (e executor) Sweep(ctx context.Context, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
 	var res store.SweepResult
-	n, err := e.count(ctx, tombstoneKeys, now, tombstoneFor.Microseconds(), limit)
+	n, err := e.count(ctx, tombstoneKeys, tombstoneFor.Microseconds(), limit)
 	if err != nil {
 		return res, err
 	}
 	res.Tombstoned = n
-	res.Deleted, err = e.count(ctx, deleteKeys, now, limit)
+	res.Deleted, err = e.count(ctx, deleteKeys, limit)
 	return res, err
 }
 
@@ -319,10 +320,11 @@ func casArgs(next order.Order) []any {
 		next.PaidAt, next.FulfilledAt, next.CancelledAt}
 }
 
-// replaceable reports whether claim would have taken over held (an expired
-// derived key): if the claim lost to it anyway, held is an old version and
-// another claim took the key over since.
-func replaceable(held, claim idempotency.Record) bool {
-	return claim.Derived && held.Derived && !held.ExpiresAt.After(claim.CreatedAt) &&
+// replaceable reports whether a claim (derived or not) made at now, the
+// database's clock, would have taken over held (an expired derived key): if
+// the claim lost to it anyway, held is an old version and another claim
+// took the key over since.
+func replaceable(held idempotency.Record, derived bool, now time.Time) bool {
+	return derived && held.Derived && !held.ExpiresAt.After(now) &&
 		(held.State == idempotency.StateCompleted || held.State == idempotency.StateExpired)
 }

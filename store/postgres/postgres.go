@@ -37,7 +37,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/migrations"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
@@ -131,7 +130,7 @@ func (s *Store) CompareAndSetOrder(ctx context.Context, next order.Order, ownAtt
 
 // StartLeased implements store.Store: four statements in one batch, one
 // implicit transaction, one round trip.
-func (s *Store) StartLeased(ctx context.Context, c idempotency.Record, in store.Intent) (store.Started, error) {
+func (s *Store) StartLeased(ctx context.Context, c store.Claim, in store.Intent) (store.Started, error) {
 	var st store.Started
 	found := false
 	b := &pgx.Batch{}
@@ -148,7 +147,7 @@ func (s *Store) StartLeased(ctx context.Context, c idempotency.Record, in store.
 		var kc keyCols
 		var oc orderCols
 		var ac attemptCols
-		if err := rows.Scan(targets([]any{&st.Acquired}, kc.targets(), oc.targets(), ac.targets())...); err != nil {
+		if err := rows.Scan(targets([]any{&st.Acquired, &st.Now}, kc.targets(), oc.targets(), ac.targets())...); err != nil {
 			return err
 		}
 		st.Key, found = kc.record()
@@ -163,7 +162,7 @@ func (s *Store) StartLeased(ctx context.Context, c idempotency.Record, in store.
 	if !found {
 		return store.Started{}, fmt.Errorf("postgres: key vanished during its own claim")
 	}
-	st.IntentAt = in.At
+	st.IntentAt, st.Now = in.At, st.Now.UTC()
 	return st, nil
 }
 
@@ -211,7 +210,7 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 	}
 	if len(bare.at) > 0 {
 		args := bare.args()
-		b.Queue(insertMany, append(args[:9:9], args[15:]...)...)
+		b.Queue(insertMany, append(args[:9:9], args[14:]...)...)
 	}
 	if n := len(client.at) + len(derived.at); n > 0 {
 		tenants := append(append([]string{}, client.tenants...), derived.tenants...)
@@ -263,7 +262,8 @@ type manyArgs struct {
 	at                                                 []int
 	ids, tenants, customers, currencies, items, states []string
 	amounts, versions                                  []int64
-	created, keyCreated, expires                       []any
+	created                                            []any
+	ttls                                               []int64
 	hashes, fingerprints, operations                   []string
 	derived                                            []bool
 	eventIDs, eventBodies                              []string
@@ -283,14 +283,14 @@ func (m *manyArgs) add(i int, n store.NewOrder, items []byte) error {
 	m.amounts, m.versions, m.created = append(m.amounts, o.Amount), append(m.versions, o.Version), append(m.created, o.CreatedAt)
 	if k := n.Key; k != nil {
 		m.hashes, m.fingerprints, m.operations = append(m.hashes, k.KeyHash), append(m.fingerprints, k.Fingerprint), append(m.operations, string(k.Operation))
-		m.derived, m.keyCreated, m.expires = append(m.derived, k.Derived), append(m.keyCreated, k.CreatedAt), append(m.expires, k.ExpiresAt)
+		m.derived, m.ttls = append(m.derived, k.Derived), append(m.ttls, k.TTL.Microseconds())
 	}
 	return nil
 }
 
 func (m *manyArgs) args() []any {
 	return []any{m.ids, m.tenants, m.customers, m.currencies, m.items, m.amounts, m.states, m.versions, m.created,
-		m.hashes, m.fingerprints, m.derived, m.operations, m.keyCreated, m.expires, m.eventIDs, m.eventAt, m.eventBodies}
+		m.hashes, m.fingerprints, m.derived, m.operations, m.ttls, m.eventIDs, m.eventAt, m.eventBodies}
 }
 
 // guardViolations maps orderly_guard's messages to the store's sentinels.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/store/pgtest"
@@ -22,13 +23,15 @@ import (
 const poolSize = "4"
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
+	storetest.Run(t, func(t *testing.T, clk *testclock.Clock) store.Store {
 		t.Helper()
-		s, err := postgres.Open(t.Context(), withPoolSize(t, pgtest.NewDatabase(t)))
+		url := withPoolSize(t, pgtest.NewDatabase(t))
+		s, err := postgres.Open(t.Context(), url)
 		if err != nil {
 			t.Fatalf("postgres.Open: %v", err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
+		pgtest.FollowClock(t, url, clk)
 		return s
 	})
 }

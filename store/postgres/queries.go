@@ -22,14 +22,15 @@ WITH created AS (
 ), ` + appendEvents(`SELECT $13::text, $2::text, $1::text, $8::bigint, 'order.created', $14::timestamptz, $15::text FROM created`) + `
 SELECT 1`
 
-// claimAndInsertOrder claims a completed key ($13..$22: tenant, key hash,
+// claimAndInsertOrder claims a completed key ($13..$21: tenant, key hash,
 // fingerprint, derived, operation, resource, error code, error detail,
-// created, expires) and inserts the order ($1..$12) and its order.created
-// event ($23 event id, $24 created, $25 body) only if the claim succeeded,
-// in one statement. It returns whether the key was claimed and,
-// when it was not, the holder's record and its order's current state (both
-// NULL in the rare case that the holder committed after this statement's
-// snapshot was taken: the caller then reads them).
+// retention in microseconds; created at orderly_now()) and inserts the order
+// ($1..$12) and its order.created event ($22 event id, $23 created, $24
+// body) only if the claim succeeded, in one statement. It returns whether
+// the key was claimed, the database's clock, and, when the key was not
+// claimed, the holder's record and its order's current state (both NULL in
+// the rare case that the holder committed after this statement's snapshot
+// was taken: the caller then reads them).
 //
 // A client key is claimed with ON CONFLICT DO NOTHING: a replay then reads
 // the conflicting row without locking or writing it (no WAL, no row lock
@@ -39,7 +40,7 @@ var (
 	claimAndInsertOrder        = claimAndInsert(`true`, `DO NOTHING`)
 	claimDerivedAndInsertOrder = claimAndInsert(`NOT EXISTS (SELECT 1 FROM idempotency_keys held
         WHERE held.tenant_id = $13 AND held.key_hash = $14 AND NOT `+
-		strings.NewReplacer("idempotency_keys.", "held.", "EXCLUDED.created_at", "$21::timestamptz").Replace(derivedExpired)+`)`, `DO UPDATE SET
+		strings.NewReplacer("idempotency_keys.", "held.", "EXCLUDED.created_at", "orderly_now()").Replace(derivedExpired)+`)`, `DO UPDATE SET
         fingerprint = EXCLUDED.fingerprint, derived = EXCLUDED.derived, state = 'completed',
         operation = EXCLUDED.operation, resource_id = EXCLUDED.resource_id,
         error_code = EXCLUDED.error_code, error_detail = EXCLUDED.error_detail,
@@ -58,7 +59,7 @@ WITH claim AS (
     INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
                                   error_code, error_detail, created_at, expires_at)
     SELECT $13::text, $14::text, $15::text, $16::boolean, 'completed', $17::text, $18::text, $19::text, $20::text,
-           $21::timestamptz, $22::timestamptz
+           orderly_now(), orderly_now() + $21::bigint * interval '1 microsecond'
     WHERE ` + unheld + `
     ON CONFLICT (tenant_id, key_hash) ` + onConflict + `
     RETURNING 1
@@ -67,44 +68,48 @@ WITH claim AS (
     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
     WHERE EXISTS (SELECT 1 FROM claim)
     RETURNING 1
-), ` + appendEvents(`SELECT $23::text, $2::text, $1::text, $8::bigint, 'order.created', $24::timestamptz, $25::text FROM created`) + `
-SELECT EXISTS (SELECT 1 FROM claim), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `
+), ` + appendEvents(`SELECT $22::text, $2::text, $1::text, $8::bigint, 'order.created', $23::timestamptz, $24::text FROM created`) + `
+SELECT EXISTS (SELECT 1 FROM claim), orderly_now(), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `
 FROM (SELECT 1) AS one
 LEFT JOIN idempotency_keys k ON k.tenant_id = $13 AND k.key_hash = $14 AND NOT EXISTS (SELECT 1 FROM claim)
 LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id`
 }
 
 // derivedExpired: the conflicting key is a derived key past its window
-// (completed, or already a tombstone), which a new claim replaces.
+// (completed, or already a tombstone), which a new claim replaces. A
+// claim's created_at is orderly_now(), the database's clock.
 const derivedExpired = `(idempotency_keys.derived AND idempotency_keys.state IN ('completed', 'expired')
         AND idempotency_keys.expires_at <= EXCLUDED.created_at)`
 
 // resumable: the conflicting key belongs to the same request and nobody
-// holds it: in progress with an expired lease, a retryable failure, or an
-// unknown outcome.
+// holds it: in progress with a lease expired on the database's clock (the
+// claim's created_at is orderly_now()), a retryable failure, or an unknown
+// outcome.
 const resumable = `(idempotency_keys.state IN ('in_progress', 'retryable_failure', 'unknown_outcome')
         AND idempotency_keys.fingerprint = EXCLUDED.fingerprint
         AND (idempotency_keys.locked_until IS NULL OR idempotency_keys.locked_until <= EXCLUDED.created_at))`
 
 // heldOnly is resumable OR derivedExpired said of a key row "held" and the
-// claim's parameters ($3 fingerprint, $7 created) instead of EXCLUDED. A key
+// claim's values ($3 fingerprint, orderly_now()) instead of EXCLUDED. A key
 // that exists and is neither is held by someone else: acquireLease then
 // inserts nothing, so it neither locks the row nor writes (a replay costs
 // one read). The check reads this statement's snapshot; a key committed
 // after it still meets ON CONFLICT, which decides on the newest row.
 var heldOnly = strings.NewReplacer("idempotency_keys.", "held.", "EXCLUDED.fingerprint", "$3::text",
-	"EXCLUDED.created_at", "$7::timestamptz").Replace(resumable + ` OR ` + derivedExpired)
+	"EXCLUDED.created_at", "orderly_now()").Replace(resumable + ` OR ` + derivedExpired)
 
 // acquireLease claims a key in progress ($1 tenant, $2 key hash, $3
-// fingerprint, $4 derived, $5 resource, $6 locked until, $7 created, $8
-// expires, $9 operation), or takes it over: a resumable key keeps its recovery point and
-// attempt; an expired derived key starts afresh. It returns the row when the
-// caller holds the key, no row otherwise.
+// fingerprint, $4 derived, $5 resource, $6 lease and $7 retention in
+// microseconds from orderly_now(), $8 operation), or takes it over: a
+// resumable key keeps its recovery point and attempt; an expired derived key
+// starts afresh. It returns the row when the caller holds the key, no row
+// otherwise.
 var acquireLease = `
 INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, resource_id, locked_until,
                               fencing_token, recovery_point, created_at, expires_at, operation)
-SELECT $1::text, $2::text, $3::text, $4::boolean, 'in_progress', $5::text, $6::timestamptz, 1, 'started',
-       $7::timestamptz, $8::timestamptz, $9::text
+SELECT $1::text, $2::text, $3::text, $4::boolean, 'in_progress', $5::text,
+       orderly_now() + $6::bigint * interval '1 microsecond', 1, 'started',
+       orderly_now(), orderly_now() + $7::bigint * interval '1 microsecond', $8::text
 WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys held WHERE held.tenant_id = $1 AND held.key_hash = $2
                   AND NOT (` + heldOnly + `))
 ON CONFLICT (tenant_id, key_hash) DO UPDATE SET
@@ -204,39 +209,41 @@ const noOtherOpenAttempt = `
 SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
     WHERE order_id = $1 AND provider_key <> $2 AND status IN ('pending', 'unknown', 'needs_attention')), 'attempt_in_flight')`
 
-// takeOverAbandoned leases ($2 until) at most $3 keys abandoned at $1,
-// the longest due first across both kinds: an expired lease is due since
-// its locked_until, an unknown outcome since its retry_at (or its creation
-// when never deferred). Taking an unknown outcome defers its next takeover
-// by min($4·2^recoveries, $5) microseconds. SKIP LOCKED lets several
-// completers share the work without waiting.
+// takeOverAbandoned leases (for $1 microseconds) at most $2 keys abandoned
+// as of orderly_now(), the longest due first across both kinds: an expired
+// lease is due since its locked_until, an unknown outcome since its
+// retry_at (or its creation when never deferred). Taking an unknown outcome
+// defers its next takeover by min($3·2^recoveries, $4) microseconds. SKIP
+// LOCKED lets several completers share the work without waiting.
 var takeOverAbandoned = `
-UPDATE idempotency_keys k SET state = 'in_progress', locked_until = $2, fencing_token = k.fencing_token + 1,
+UPDATE idempotency_keys k SET state = 'in_progress',
+    locked_until = orderly_now() + $1::bigint * interval '1 microsecond', fencing_token = k.fencing_token + 1,
     recoveries = CASE WHEN k.state = 'unknown_outcome' THEN k.recoveries + 1 ELSE k.recoveries END,
     retry_at   = CASE WHEN k.state = 'unknown_outcome'
-                      THEN $1::timestamptz + least($4::bigint * power(2, least(k.recoveries, 30))::bigint, $5::bigint) * interval '1 microsecond'
+                      THEN orderly_now() + least($3::bigint * power(2, least(k.recoveries, 30))::bigint, $4::bigint) * interval '1 microsecond'
                       ELSE k.retry_at END
 FROM (
     SELECT tenant_id, key_hash FROM idempotency_keys
     WHERE ` + abandonedDue + `
     ORDER BY CASE WHEN state = 'in_progress' THEN locked_until ELSE COALESCE(retry_at, created_at) END
-    LIMIT $3
+    LIMIT $2
     FOR UPDATE SKIP LOCKED
 ) abandoned
 WHERE k.tenant_id = abandoned.tenant_id AND k.key_hash = abandoned.key_hash
 RETURNING ` + prefixed("k.", keyColumns)
 
-// abandonedDue is true of a key the completer may take at $1.
-const abandonedDue = `((state = 'in_progress' AND locked_until <= $1)
-        OR (state = 'unknown_outcome' AND (retry_at IS NULL OR retry_at <= $1)))`
+// abandonedDue is true of a key the completer may take now, on the
+// database's clock.
+const abandonedDue = `((state = 'in_progress' AND locked_until <= orderly_now())
+        OR (state = 'unknown_outcome' AND (retry_at IS NULL OR retry_at <= orderly_now())))`
 
-// abandonedBacklog counts the completer's queue at $1: expired leases,
+// abandonedBacklog counts the completer's queue as of orderly_now(): expired leases,
 // unknown outcomes due and deferred, attempts needing attention, and when
 // the oldest due key became due.
 const abandonedBacklog = `
-SELECT count(*) FILTER (WHERE state = 'in_progress' AND locked_until <= $1),
-       count(*) FILTER (WHERE state = 'unknown_outcome' AND (retry_at IS NULL OR retry_at <= $1)),
-       count(*) FILTER (WHERE state = 'unknown_outcome' AND retry_at > $1),
+SELECT count(*) FILTER (WHERE state = 'in_progress' AND locked_until <= orderly_now()),
+       count(*) FILTER (WHERE state = 'unknown_outcome' AND (retry_at IS NULL OR retry_at <= orderly_now())),
+       count(*) FILTER (WHERE state = 'unknown_outcome' AND retry_at > orderly_now()),
        (SELECT count(*) FROM provider_attempts WHERE status = 'needs_attention'),
        min(CASE WHEN state = 'in_progress' THEN locked_until ELSE COALESCE(retry_at, created_at) END)
            FILTER (WHERE ` + abandonedDue + `)
@@ -257,28 +264,30 @@ SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'lease_lost')`
 const attemptsNeedingAttention = `SELECT ` + attemptColumns + ` FROM provider_attempts
 WHERE tenant_id = $1 AND status = 'needs_attention' ORDER BY updated_at, provider_key LIMIT $2`
 
-// tombstoneKeys drops the outcome of at most $3 completed client keys past
-// retention at $1, keeping a tombstone for $2 more microseconds.
+// tombstoneKeys drops the outcome of at most $2 completed client keys past
+// retention as of orderly_now(), keeping a tombstone for $1 more
+// microseconds.
 const tombstoneKeys = `
 UPDATE idempotency_keys k SET state = 'expired', error_code = NULL, error_detail = NULL,
-    tombstone_until = k.expires_at + $2::bigint * interval '1 microsecond'
+    tombstone_until = k.expires_at + $1::bigint * interval '1 microsecond'
 FROM (
     SELECT tenant_id, key_hash FROM idempotency_keys
-    WHERE state = 'completed' AND NOT derived AND expires_at <= $1
-    LIMIT $3
+    WHERE state = 'completed' AND NOT derived AND expires_at <= orderly_now()
+    LIMIT $2
     FOR UPDATE SKIP LOCKED
 ) old
 WHERE k.tenant_id = old.tenant_id AND k.key_hash = old.key_hash`
 
-// deleteKeys deletes at most $2 keys that have nothing left to say at $1.
+// deleteKeys deletes at most $1 keys that have nothing left to say as of
+// orderly_now().
 const deleteKeys = `
 DELETE FROM idempotency_keys k
 USING (
     SELECT tenant_id, key_hash FROM idempotency_keys
-    WHERE (state = 'expired' AND tombstone_until <= $1)
-       OR (state = 'completed' AND derived AND expires_at <= $1)
-       OR (state = 'retryable_failure' AND expires_at <= $1)
-    LIMIT $2
+    WHERE (state = 'expired' AND tombstone_until <= orderly_now())
+       OR (state = 'completed' AND derived AND expires_at <= orderly_now())
+       OR (state = 'retryable_failure' AND expires_at <= orderly_now())
+    LIMIT $1
     FOR UPDATE SKIP LOCKED
 ) old
 WHERE k.tenant_id = old.tenant_id AND k.key_hash = old.key_hash`
@@ -358,9 +367,10 @@ UPDATE idempotency_keys SET recovery_point = 'attempt_recorded', attempt_key = r
 FROM recorded WHERE tenant_id = $1 AND key_hash = $2`
 
 // readStarted reads key $2 of tenant $1 after phase 1: whether this
-// transaction holds it, the record, its order and its attempt.
+// transaction holds it, the database's clock, the record, its order and its
+// attempt.
 var readStarted = `
-SELECT COALESCE(` + heldHere + `, false), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `, ` + prefixed("a.", attemptColumns) + `
+SELECT COALESCE(` + heldHere + `, false), orderly_now(), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `, ` + prefixed("a.", attemptColumns) + `
 FROM idempotency_keys k
 LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id
 LEFT JOIN provider_attempts a ON a.provider_key = k.attempt_key
@@ -370,22 +380,23 @@ WHERE k.tenant_id = $1 AND k.key_hash = $2`
 // one statement from parallel arrays ($1 order ids, $2 tenants, $3
 // customers, $4 currencies, $5 items as JSON text, $6 amounts, $7 states,
 // $8 versions, $9 created; $10 key hashes, $11 fingerprints, $12 derived,
-// $13 operations, $14 key created, $15 expires) and returns the key hashes
-// (with tenants) it claimed, with the order.created event of each order
-// it inserted ($16 event ids, $17 event created, $18 bodies). Keys are
-// distinct within a call.
+// $13 operations, $14 retention in microseconds, from orderly_now()) and
+// returns the key hashes (with tenants) it claimed, with the order.created
+// event of each order it inserted ($15 event ids, $16 event created, $17
+// bodies). Keys are distinct within a call.
 func claimMany(onConflict string) string {
 	return `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
                          $8::bigint[], $9::timestamptz[], $10::text[], $11::text[], $12::boolean[], $13::text[],
-                         $14::timestamptz[], $15::timestamptz[], $16::text[], $17::timestamptz[], $18::text[])
+                         $14::bigint[], $15::text[], $16::timestamptz[], $17::text[])
         AS t(id, tenant_id, customer_id, currency, items, amount, state, version, created_at,
-             key_hash, fingerprint, derived, operation, key_created_at, expires_at, event_id, event_at, event_body)
+             key_hash, fingerprint, derived, operation, ttl_us, event_id, event_at, event_body)
 ), claim AS (
     INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, resource_id,
                                   created_at, expires_at)
-    SELECT tenant_id, key_hash, fingerprint, derived, 'completed', operation, id, key_created_at, expires_at
+    SELECT tenant_id, key_hash, fingerprint, derived, 'completed', operation, id,
+           orderly_now(), orderly_now() + ttl_us * interval '1 microsecond'
     FROM input
     ON CONFLICT (tenant_id, key_hash) ` + onConflict + `
     RETURNING tenant_id, key_hash, resource_id

@@ -3,12 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"time"
 
 	"github.com/orderly/orderly/store"
 )
 
-// backlog counts store.WorkBacklog at ?1; see store/postgres/backlog.go.
+// backlog counts store.WorkBacklog at ?1, the store's clock; see store/postgres/backlog.go.
 const backlog = `
 SELECT (SELECT count(*) FROM idempotency_keys WHERE state = 'unknown_outcome'),
        (SELECT count(*) FROM idempotency_keys
@@ -17,10 +16,10 @@ SELECT (SELECT count(*) FROM idempotency_keys WHERE state = 'unknown_outcome'),
          WHERE state = 'completed' AND derived = 0 AND expires_at <= ?1)`
 
 // Backlog implements store.BacklogCounter in one statement.
-func (s *Store) Backlog(ctx context.Context, now time.Time) (store.WorkBacklog, error) {
+func (s *Store) Backlog(ctx context.Context) (store.WorkBacklog, error) {
 	var b store.WorkBacklog
 	var oldest sql.NullInt64
-	err := s.db.QueryRowContext(ctx, backlog, micros(now)).Scan(&b.UnknownOutcomes, &b.Abandoned, &oldest)
+	err := s.db.QueryRowContext(ctx, backlog, s.now()).Scan(&b.UnknownOutcomes, &b.Abandoned, &oldest)
 	if oldest.Valid {
 		b.OldestUnswept = fromMicros(oldest.Int64)
 	}

@@ -21,11 +21,11 @@ const appendEvent = `INSERT INTO order_events (id, tenant_id, order_id, sequence
 VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
 // fanOut creates a pending delivery of event $1 per enabled endpoint of its
-// tenant subscribed to its type.
+// tenant subscribed to its type, due at once ($2, the store's clock).
 const fanOut = `
 INSERT INTO webhook_deliveries (endpoint_id, event_id, tenant_id, order_id, sequence, status, next_attempt_at,
                                 created_at, updated_at)
-SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', ev.created_at, ev.created_at, ev.created_at
+SELECT w.id, ev.id, ev.tenant_id, ev.order_id, ev.sequence, 'pending', $2, ev.created_at, ev.created_at
 FROM order_events ev JOIN webhook_endpoints w ON w.tenant_id = ev.tenant_id AND w.disabled_reason IS NULL
     AND EXISTS (SELECT 1 FROM json_each(w.event_types) WHERE value = ev.type)
 WHERE ev.id = $1`
@@ -41,7 +41,7 @@ func (e executor) AppendEvent(ctx context.Context, ev event.Event) error {
 		micros(ev.CreatedAt), string(body)); err != nil {
 		return translate(err)
 	}
-	_, err = e.c.ExecContext(ctx, fanOut, ev.ID)
+	_, err = e.c.ExecContext(ctx, fanOut, ev.ID, e.now())
 	return translate(err)
 }
 
@@ -213,7 +213,8 @@ WHERE d.tenant_id = $1 AND d.endpoint_id = $2 ORDER BY d.created_at DESC, d.even
 }
 
 // claimDeliveries is the PostgreSQL store's statement without SKIP LOCKED
-// (one writer at a time), with $1 now, $2 lease until, $3 limit.
+// (one writer at a time), with $1 now (the store's clock), $2 lease until,
+// $3 limit.
 const claimDeliveries = `
 UPDATE webhook_deliveries AS d SET status = 'delivering', locked_until = $2, next_attempt_at = NULL,
     attempts = d.attempts + 1, updated_at = $1
@@ -230,10 +231,11 @@ RETURNING endpoint_id, event_id`
 
 // ClaimDeliveries implements store.EventStore in one IMMEDIATE
 // transaction.
-func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]event.Delivery, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, lease time.Duration, limit int) ([]event.Delivery, error) {
 	var out []event.Delivery
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, claimDeliveries, micros(now), micros(leaseUntil), limit)
+		now := s.now()
+		rows, err := tx.QueryContext(ctx, claimDeliveries, now, now+lease.Microseconds(), limit)
 		if err != nil {
 			return err
 		}
@@ -268,19 +270,20 @@ WHERE d.endpoint_id = $1 AND d.event_id = $2`, k.endpoint, k.event), &body, &url
 
 // FinishDelivery implements store.EventStore in one IMMEDIATE transaction.
 func (s *Store) FinishDelivery(ctx context.Context, o store.DeliveryOutcome) error {
-	var next any
-	if o.Status == event.DeliveryPending {
-		next = micros(o.NextAttemptAt)
-	}
 	var last any
 	if o.LastStatus != 0 {
 		last = o.LastStatus
 	}
 	return translate(s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		var next any
+		if o.Status == event.DeliveryPending {
+			next = now + max(o.RetryIn, 0).Microseconds()
+		}
 		err := fenced(tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = $4, locked_until = NULL,
     next_attempt_at = $5, last_status = $6, last_error = $7, updated_at = $8
 WHERE endpoint_id = $1 AND event_id = $2 AND attempts = $3 AND status = 'delivering'`,
-			o.EndpointID, o.EventID, o.Attempts, string(o.Status), next, last, nullable(o.LastError), micros(o.At)))
+			o.EndpointID, o.EventID, o.Attempts, string(o.Status), next, last, nullable(o.LastError), now))
 		if err != nil || o.DisableEndpoint == "" {
 			return err
 		}
@@ -291,13 +294,14 @@ WHERE endpoint_id = $1 AND event_id = $2 AND attempts = $3 AND status = 'deliver
 }
 
 // LeaseCursor implements store.EventStore in one statement.
-func (s *Store) LeaseCursor(ctx context.Context, name, holder string, now, until time.Time) (string, bool, error) {
+func (s *Store) LeaseCursor(ctx context.Context, name, holder string, lease time.Duration) (string, bool, error) {
 	var cursor string
+	now := s.now()
 	err := s.db.QueryRowContext(ctx, `
 INSERT INTO event_cursors (name, holder, locked_until) VALUES ($1, $2, $4)
 ON CONFLICT (name) DO UPDATE SET holder = $2, locked_until = $4
 WHERE event_cursors.holder = $2 OR event_cursors.locked_until IS NULL OR event_cursors.locked_until <= $3
-RETURNING cursor`, name, holder, micros(now), micros(until)).Scan(&cursor)
+RETURNING cursor`, name, holder, now, now+lease.Microseconds()).Scan(&cursor)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}

@@ -39,13 +39,26 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// Option configures Open.
+type Option func(*executor)
+
+// WithClock makes clock the store's clock (default time.Now). It is the
+// embedded database's clock: the one process that may open the directory
+// decides every lease, schedule and retention on it, read inside the
+// write transaction that acts on it (writers are serialised), as the
+// PostgreSQL store decides them on the server's clock. Tests give it a
+// clock they move (internal/testclock).
+func WithClock(clock func() time.Time) Option {
+	return func(e *executor) { e.clock = clock }
+}
+
 // Open opens (creating if needed) the database file FileName in dir, applies
 // the embedded migrations, and returns the Store. Only one Store may use a
 // directory at a time, in any process; several goroutines may use it. Open
 // holds an exclusive lock on the directory (sqlitefile.LockDir) until Close,
 // so a second Open of the same directory fails with an error wrapping
 // sqlitefile.ErrDirLocked.
-func Open(ctx context.Context, dir string) (*Store, error) {
+func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	unlock, err := sqlitefile.LockDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
@@ -60,7 +73,11 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 		_ = unlock()
 		return nil, err
 	}
-	return &Store{executor: executor{db}, db: db, unlock: unlock}, nil
+	e := executor{c: db, clock: time.Now}
+	for _, o := range opts {
+		o(&e)
+	}
+	return &Store{executor: e, db: db, unlock: unlock}, nil
 }
 
 // Close closes the database, then releases the directory's lock.
@@ -83,24 +100,32 @@ type conn interface {
 }
 
 // executor implements store.Executor over a conn. Operations of several
-// statements must run in a transaction (Store opens one for them).
-type executor struct{ c conn }
+// statements must run in a transaction (Store opens one for them). clock is
+// the database's clock (WithClock).
+type executor struct {
+	c     conn
+	clock func() time.Time
+}
+
+// now reads the database's clock, in microseconds since the Unix epoch (the
+// unit every timestamp column holds).
+func (e executor) now() int64 { return e.clock().UnixMicro() }
 
 var _ store.Executor = executor{}
 
 // CreateOrder implements store.Executor: it claims the key, then inserts the
 // order and its order.created event only if the claim succeeded. It must
 // run in a transaction.
-func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*store.Holder, error) {
+func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Order) (*store.Holder, error) {
 	items, err := json.Marshal(o.Items)
 	if err != nil {
 		return nil, err
 	}
 	if key != nil {
-		k := *key
+		k, now := *key, e.now()
 		res, err := e.c.ExecContext(ctx, claimCompleted, k.TenantID, k.KeyHash, k.Fingerprint, k.Derived,
 			nullable(string(k.Operation)), nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail),
-			micros(k.CreatedAt), micros(k.ExpiresAt))
+			now, now+k.TTL.Microseconds())
 		if err != nil {
 			return nil, translate(err)
 		}
@@ -117,9 +142,10 @@ func (e executor) CreateOrder(ctx context.Context, key *idempotency.Record, o or
 }
 
 // AcquireLease implements store.Executor. It must run in a transaction.
-func (e executor) AcquireLease(ctx context.Context, c idempotency.Record) (idempotency.Record, bool, error) {
+func (e executor) AcquireLease(ctx context.Context, c store.Claim) (idempotency.Record, bool, error) {
+	now := e.now()
 	r, err := scanKey(e.c.QueryRowContext(ctx, acquireLease, c.TenantID, c.KeyHash, c.Fingerprint, c.Derived,
-		nullable(c.ResourceID), micros(c.LockedUntil), micros(c.CreatedAt), micros(c.ExpiresAt), nullable(string(c.Operation))))
+		nullable(c.ResourceID), now+c.Lease.Microseconds(), now, now+c.TTL.Microseconds(), nullable(string(c.Operation))))
 	if err == nil {
 		return r, true, nil
 	}
@@ -221,7 +247,8 @@ func (e executor) noOtherOpenAttempt(ctx context.Context, orderID, providerKey s
 
 // TakeOverAbandoned implements store.Executor.
 func (e executor) TakeOverAbandoned(ctx context.Context, to store.TakeOver) ([]idempotency.Record, error) {
-	rows, err := e.c.QueryContext(ctx, takeOverAbandoned, micros(to.Now), micros(to.LeaseUntil), to.Limit,
+	now := e.now()
+	rows, err := e.c.QueryContext(ctx, takeOverAbandoned, now, now+to.Lease.Microseconds(), to.Limit,
 		to.Backoff.Microseconds(), to.MaxBackoff.Microseconds())
 	if err != nil {
 		return nil, translate(err)
@@ -239,10 +266,10 @@ func (e executor) TakeOverAbandoned(ctx context.Context, to store.TakeOver) ([]i
 }
 
 // AbandonedBacklog implements store.Executor in one statement.
-func (e executor) AbandonedBacklog(ctx context.Context, now time.Time) (store.Backlog, error) {
+func (e executor) AbandonedBacklog(ctx context.Context) (store.Backlog, error) {
 	var b store.Backlog
 	var oldest sql.NullInt64
-	err := e.c.QueryRowContext(ctx, abandonedBacklog, micros(now)).Scan(
+	err := e.c.QueryRowContext(ctx, abandonedBacklog, e.now()).Scan(
 		&b.ExpiredLeases, &b.UnknownDue, &b.UnknownDeferred, &b.NeedsAttention, &oldest)
 	if oldest.Valid {
 		b.OldestDue = fromMicros(oldest.Int64)
@@ -280,15 +307,16 @@ func (e executor) GetAttempt(ctx context.Context, providerKey string) (store.Att
 }
 
 // Sweep implements store.Executor: two batched statements.
-func (e executor) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
+func (e executor) Sweep(ctx context.Context, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
 	var res store.SweepResult
-	r, err := e.c.ExecContext(ctx, tombstoneKeys, micros(now), tombstoneFor.Microseconds(), limit)
+	now := e.now()
+	r, err := e.c.ExecContext(ctx, tombstoneKeys, now, tombstoneFor.Microseconds(), limit)
 	if err != nil {
 		return res, translate(err)
 	}
 	n, _ := r.RowsAffected()
 	res.Tombstoned = int(n)
-	r, err = e.c.ExecContext(ctx, deleteKeys, micros(now), limit)
+	r, err = e.c.ExecContext(ctx, deleteKeys, now, limit)
 	if err != nil {
 		return res, translate(err)
 	}
@@ -329,11 +357,11 @@ func (e executor) ListOrders(ctx context.Context, tenantID string, f order.Filte
 
 // InTx implements store.Store: one IMMEDIATE transaction.
 func (s *Store) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error { return fn(executor{tx}) })
+	return s.inTx(ctx, func(tx *sql.Tx) error { return fn(executor{c: tx, clock: s.clock}) })
 }
 
 // CreateOrder implements store.Store in one IMMEDIATE transaction.
-func (s *Store) CreateOrder(ctx context.Context, key *idempotency.Record, o order.Order) (*store.Holder, error) {
+func (s *Store) CreateOrder(ctx context.Context, key *store.Claim, o order.Order) (*store.Holder, error) {
 	var held *store.Holder
 	err := s.InTx(ctx, func(tx store.Executor) error {
 		var err error
@@ -363,7 +391,7 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 }
 
 // AcquireLease implements store.Store in one IMMEDIATE transaction.
-func (s *Store) AcquireLease(ctx context.Context, c idempotency.Record) (r idempotency.Record, acquired bool, err error) {
+func (s *Store) AcquireLease(ctx context.Context, c store.Claim) (r idempotency.Record, acquired bool, err error) {
 	err = s.InTx(ctx, func(tx store.Executor) error {
 		r, acquired, err = tx.AcquireLease(ctx, c)
 		return err
@@ -396,7 +424,7 @@ func (s *Store) TakeOverAbandoned(ctx context.Context, to store.TakeOver) (out [
 
 // StartLeased implements store.Store in one IMMEDIATE transaction, with the
 // same steps as the PostgreSQL store's single batch.
-func (s *Store) StartLeased(ctx context.Context, c idempotency.Record, in store.Intent) (st store.Started, err error) {
+func (s *Store) StartLeased(ctx context.Context, c store.Claim, in store.Intent) (st store.Started, err error) {
 	err = s.InTx(ctx, func(tx store.Executor) error {
 		st, err = startLeased(ctx, tx.(executor), c, in)
 		return err
@@ -404,12 +432,12 @@ func (s *Store) StartLeased(ctx context.Context, c idempotency.Record, in store.
 	return st, err
 }
 
-func startLeased(ctx context.Context, e executor, c idempotency.Record, in store.Intent) (store.Started, error) {
+func startLeased(ctx context.Context, e executor, c store.Claim, in store.Intent) (store.Started, error) {
 	r, acquired, err := e.AcquireLease(ctx, c)
 	if err != nil {
 		return store.Started{}, err
 	}
-	st := store.Started{Acquired: acquired, Key: r, IntentAt: in.At}
+	st := store.Started{Acquired: acquired, Key: r, IntentAt: in.At, Now: time.UnixMicro(e.now()).UTC()}
 	if r.ResourceID != "" {
 		o, err := e.GetOrder(ctx, r.TenantID, r.ResourceID)
 		switch {

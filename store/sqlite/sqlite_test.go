@@ -7,6 +7,7 @@ import (
 
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/sqlitefile"
+	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/store/sqlite"
@@ -14,9 +15,9 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
+	storetest.Run(t, func(t *testing.T, clk *testclock.Clock) store.Store {
 		t.Helper()
-		s, err := sqlite.Open(t.Context(), t.TempDir())
+		s, err := sqlite.Open(t.Context(), t.TempDir(), sqlite.WithClock(clk.Now))
 		if err != nil {
 			t.Fatalf("sqlite.Open: %v", err)
 		}
@@ -48,18 +49,20 @@ func TestDurableAcrossReopen(t *testing.T) {
 		State: idempotency.StateCompleted,
 	}
 
-	s, err := sqlite.Open(ctx, dir)
+	clock := sqlite.WithClock(func() time.Time { return now })
+	s, err := sqlite.Open(ctx, dir, clock)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	if held, err := s.CreateOrder(ctx, &rec, o); err != nil || held != nil {
+	claim := store.Claim{Record: rec, TTL: idempotency.DefaultKeyTTL}
+	if held, err := s.CreateOrder(ctx, &claim, o); err != nil || held != nil {
 		t.Fatalf("CreateOrder = %v, %v; want nil, nil", held, err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 
-	s, err = sqlite.Open(ctx, dir)
+	s, err = sqlite.Open(ctx, dir, clock)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -81,9 +84,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 		t.Errorf("record after reopen = %+v, want %+v", gotRec, rec)
 	}
 	// The reopened store still holds the key: a retry replays.
-	retry := rec
-	retry.CreatedAt = now.Add(time.Minute)
-	held, err := s.CreateOrder(ctx, &retry, o)
+	held, err := s.CreateOrder(ctx, &claim, o)
 	if err != nil || held == nil || held.ResourceID != o.ID {
 		t.Errorf("retry after reopen = %v, %v; want the held record of %s", held, err, o.ID)
 	}

@@ -11,15 +11,16 @@ import (
 
 // testBacklog checks store.BacklogCounter: what the completer and the
 // sweeper have before them, counted at a given time.
-func testBacklog(t *testing.T, open func(t *testing.T) store.Store) {
+func testBacklog(t *testing.T, open func(t *testing.T) *subject) {
 	s := open(t)
-	bc, ok := s.(store.BacklogCounter)
+	bc, ok := s.Store.(store.BacklogCounter)
 	if !ok {
 		t.Fatalf("%T does not implement store.BacklogCounter", s)
 	}
 	backlog := func(at time.Time) store.WorkBacklog {
 		t.Helper()
-		b, err := bc.Backlog(t.Context(), at)
+		s.at(at)
+		b, err := bc.Backlog(t.Context())
 		if err != nil {
 			t.Fatalf("Backlog(%s): %v", at, err)
 		}

@@ -19,7 +19,7 @@ type completion struct {
 }
 
 // complete runs c in one transaction through s.InTx, as the service does.
-func complete(ctx context.Context, s store.Store, l store.Lease, c completion) error {
+func complete(ctx context.Context, s *subject, l store.Lease, c completion) error {
 	return s.InTx(ctx, func(tx store.Executor) error {
 		if err := tx.CompleteKey(ctx, l, c.Outcome); err != nil {
 			return err
@@ -45,7 +45,7 @@ func complete(ctx context.Context, s store.Store, l store.Lease, c completion) e
 
 // release ends the lease without an outcome and applies u (if set), in one
 // transaction, as the service does.
-func release(ctx context.Context, s store.Store, l store.Lease, to idempotency.State, u *store.AttemptUpdate) error {
+func release(ctx context.Context, s *subject, l store.Lease, to idempotency.State, u *store.AttemptUpdate) error {
 	return s.InTx(ctx, func(tx store.Executor) error {
 		if err := tx.ReleaseKey(ctx, l, to); err != nil {
 			return err

@@ -15,9 +15,9 @@ import (
 )
 
 // eventStore returns s as a store.EventStore, or fails the test.
-func eventStore(t *testing.T, s store.Store) store.EventStore {
+func eventStore(t *testing.T, s *subject) store.EventStore {
 	t.Helper()
-	es, ok := s.(store.EventStore)
+	es, ok := s.Store.(store.EventStore)
 	if !ok {
 		t.Fatalf("%T does not implement store.EventStore", s)
 	}
@@ -84,7 +84,7 @@ func mustEndpoint(t *testing.T, es store.EventStore, tenant string, types ...eve
 	return ep
 }
 
-func testEvents(t *testing.T, open func(t *testing.T) store.Store) {
+func testEvents(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("CreateWritesOneEventAndReplayNone", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
@@ -102,7 +102,7 @@ func testEvents(t *testing.T, open func(t *testing.T) store.Store) {
 		// A group: one new create, one replay of create-1, one without key.
 		g1, g2, g3 := newOrder(t, "tenant-a", "cust-3", base), newOrder(t, "tenant-a", "cust-1", base), newOrder(t, "tenant-a", "cust-4", base)
 		r1 := newRecord("tenant-a", "create-g1", g1.ID, base)
-		out, err := s.CreateOrders(t.Context(), []store.NewOrder{{Key: &r1, Order: g1}, {Key: &rec, Order: g2}, {Order: g3}})
+		out, err := s.CreateOrders(t.Context(), base, []newOrderOf{{Key: &r1, Order: g1}, {Key: &rec, Order: g2}, {Order: g3}})
 		if err != nil || out[0] != nil || out[1] == nil || out[2] != nil {
 			t.Fatalf("CreateOrders = %v, %v", out, err)
 		}
@@ -247,7 +247,8 @@ func testEvents(t *testing.T, open func(t *testing.T) store.Store) {
 		lease := 30 * time.Second
 		claim := func(at time.Time) []event.Delivery {
 			t.Helper()
-			ds, err := es.ClaimDeliveries(ctx, at, at.Add(lease), 10)
+			s.at(at)
+			ds, err := es.ClaimDeliveries(ctx, lease, 10)
 			if err != nil {
 				t.Fatalf("ClaimDeliveries: %v", err)
 			}
@@ -266,13 +267,14 @@ func testEvents(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatalf("takeover = %+v", taken)
 		}
 		stale := store.DeliveryOutcome{EndpointID: ep.ID, EventID: got[0].EventID, Attempts: 1,
-			Status: event.DeliverySucceeded, LastStatus: 200, At: now}
+			Status: event.DeliverySucceeded, LastStatus: 200}
 		if err := es.FinishDelivery(ctx, stale); !errors.Is(err, store.ErrLeaseLost) {
 			t.Fatalf("stale FinishDelivery = %v, want ErrLeaseLost", err)
 		}
 		later := now.Add(lease + 2*time.Second)
 		ok := stale
-		ok.Attempts, ok.At = 2, later
+		ok.Attempts = 2
+		s.at(later)
 		if err := es.FinishDelivery(ctx, ok); err != nil {
 			t.Fatalf("FinishDelivery: %v", err)
 		}
@@ -281,7 +283,8 @@ func testEvents(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatalf("after the first succeeded = %+v; want the paid event", second)
 		}
 		retry := store.DeliveryOutcome{EndpointID: ep.ID, EventID: second[0].EventID, Attempts: 1,
-			Status: event.DeliveryPending, NextAttemptAt: later.Add(time.Hour), LastStatus: 500, LastError: "HTTP 500", At: later}
+			Status: event.DeliveryPending, RetryIn: time.Hour, LastStatus: 500, LastError: "HTTP 500"}
+		s.at(later)
 		if err := es.FinishDelivery(ctx, retry); err != nil {
 			t.Fatalf("FinishDelivery(retry): %v", err)
 		}
@@ -293,7 +296,7 @@ func testEvents(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatalf("retry claim = %+v", third)
 		}
 		gone := store.DeliveryOutcome{EndpointID: ep.ID, EventID: third[0].EventID, Attempts: 2,
-			Status: event.DeliveryFailed, LastStatus: 410, DisableEndpoint: "410 Gone", At: later.Add(time.Hour)}
+			Status: event.DeliveryFailed, LastStatus: 410, DisableEndpoint: "410 Gone"}
 		if err := es.FinishDelivery(ctx, gone); err != nil {
 			t.Fatalf("FinishDelivery(gone): %v", err)
 		}
@@ -331,9 +334,10 @@ func testEvents(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 		var mu sync.Mutex
 		seen := map[string]int{}
+		s.at(base.Add(time.Minute))
 		raceAll(10, func(int) error {
 			for {
-				ds, err := es.ClaimDeliveries(t.Context(), base.Add(time.Minute), base.Add(time.Hour), 3)
+				ds, err := es.ClaimDeliveries(t.Context(), time.Hour, 3)
 				if err != nil && !errors.Is(err, store.ErrUnavailable) {
 					t.Errorf("ClaimDeliveries: %v", err)
 					return err
@@ -360,18 +364,23 @@ func testEvents(t *testing.T, open func(t *testing.T) store.Store) {
 
 	t.Run("CursorLease", func(t *testing.T) {
 		t.Parallel()
-		es := eventStore(t, open(t))
+		s := open(t)
+		es := eventStore(t, s)
 		ctx := t.Context()
-		if c, held, err := es.LeaseCursor(ctx, "pub", "a", base, base.Add(time.Minute)); err != nil || !held || c != "" {
+		s.at(base)
+		if c, held, err := es.LeaseCursor(ctx, "pub", "a", time.Minute); err != nil || !held || c != "" {
 			t.Fatalf("first lease = %q, %v, %v", c, held, err)
 		}
-		if _, held, err := es.LeaseCursor(ctx, "pub", "b", base.Add(time.Second), base.Add(time.Minute)); err != nil || held {
+		s.at(base.Add(time.Second))
+		if _, held, err := es.LeaseCursor(ctx, "pub", "b", time.Minute); err != nil || held {
 			t.Fatalf("b took a held cursor: %v, %v", held, err)
 		}
 		if err := es.AdvanceCursor(ctx, "pub", "a", "c1"); err != nil {
 			t.Fatalf("AdvanceCursor: %v", err)
 		}
-		c, held, err := es.LeaseCursor(ctx, "pub", "b", base.Add(2*time.Minute), base.Add(3*time.Minute))
+		// a's lease ran out at base+1m on the database's clock.
+		s.at(base.Add(time.Minute))
+		c, held, err := es.LeaseCursor(ctx, "pub", "b", time.Minute)
 		if err != nil || !held || c != "c1" {
 			t.Fatalf("takeover after expiry = %q, %v, %v", c, held, err)
 		}

@@ -11,14 +11,14 @@ import (
 
 // testCreateOrders checks group commit: many creates in one transaction,
 // each with the outcome CreateOrder would give it alone.
-func testCreateOrders(t *testing.T, open func(t *testing.T) store.Store) {
+func testCreateOrders(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("EachCreateKeepsItsOwnOutcome", func(t *testing.T) { createOrdersEachCreateKeepsItsOwnOutcome(t, open) })
 
 	t.Run("RacingGroupsHaveOneWinnerPerKey", func(t *testing.T) { createOrdersRacingGroupsHaveOneWinnerPerKey(t, open) })
 }
 
 // createOrdersEachCreateKeepsItsOwnOutcome checks: each create keeps its own outcome.
-func createOrdersEachCreateKeepsItsOwnOutcome(t *testing.T, open func(t *testing.T) store.Store) {
+func createOrdersEachCreateKeepsItsOwnOutcome(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	// Already there: a held client key, a held derived key, and an
@@ -69,11 +69,11 @@ func createOrdersEachCreateKeepsItsOwnOutcome(t *testing.T, open func(t *testing
 		return &r
 	}, nil)
 
-	batch := make([]store.NewOrder, len(rows))
+	batch := make([]newOrderOf, len(rows))
 	for i, r := range rows {
-		batch[i] = store.NewOrder{Key: r.key, Order: r.o}
+		batch[i] = newOrderOf{Key: r.key, Order: r.o}
 	}
-	got, err := s.CreateOrders(ctx, batch)
+	got, err := s.CreateOrders(ctx, at, batch)
 	if err != nil {
 		t.Fatalf("CreateOrders: %v", err)
 	}
@@ -110,13 +110,13 @@ func createOrdersEachCreateKeepsItsOwnOutcome(t *testing.T, open func(t *testing
 }
 
 // createOrdersRacingGroupsHaveOneWinnerPerKey checks: racing groups have one winner per key.
-func createOrdersRacingGroupsHaveOneWinnerPerKey(t *testing.T, open func(t *testing.T) store.Store) {
+func createOrdersRacingGroupsHaveOneWinnerPerKey(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	const groups, keys = 10, 8
 	orders := make([][]order.Order, groups)
 	out := raceAll(groups, func(g int) []*store.Holder {
-		batch := make([]store.NewOrder, keys)
+		batch := make([]newOrderOf, keys)
 		orders[g] = make([]order.Order, keys)
 		for k := range keys {
 			o := newOrder(t, "tenant-a", "cust", base)
@@ -126,9 +126,9 @@ func createOrdersRacingGroupsHaveOneWinnerPerKey(t *testing.T, open func(t *test
 				r = asDerived(r)
 			}
 			r.Fingerprint = "same-request-" + itoa(int64(k))
-			batch[k] = store.NewOrder{Key: &r, Order: o}
+			batch[k] = newOrderOf{Key: &r, Order: o}
 		}
-		held, err := s.CreateOrders(ctx, batch)
+		held, err := s.CreateOrders(ctx, base, batch)
 		if err != nil {
 			t.Errorf("group %d: %v", g, err)
 			return nil

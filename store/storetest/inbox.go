@@ -12,7 +12,7 @@ import (
 // testInbox checks the provider inbox: an event id is recorded once, in the
 // transaction of its effect — a rolled-back effect leaves no record, and of
 // many concurrent deliveries exactly one records it.
-func testInbox(t *testing.T, open func(t *testing.T) store.Store) {
+func testInbox(t *testing.T, open func(t *testing.T) *subject) {
 	ev := store.InboxEvent{Source: "paysim", EventID: "evt_1", Type: store.ChargeSucceeded,
 		ProviderKey: "ord_x/pay/1", ReceivedAt: base}
 

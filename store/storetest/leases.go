@@ -18,7 +18,7 @@ import (
 // Complete and Release fenced by the lease's token, TakeOverAbandoned, and
 // GetAttempt.
 
-func testAcquireLease(t *testing.T, open func(t *testing.T) store.Store) {
+func testAcquireLease(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("FreshKeyIsAcquired", func(t *testing.T) { acquireFreshKeyIsAcquired(t, open) })
 
 	t.Run("LiveLeaseIsNotAcquired", func(t *testing.T) { acquireLiveLeaseIsNotAcquired(t, open) })
@@ -36,9 +36,13 @@ func testAcquireLease(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ExpiredClientKeyIsNotAcquired", func(t *testing.T) { acquireExpiredClientKeyIsNotAcquired(t, open) })
 
 	t.Run("SameKeyUnderAnotherTenantIsIndependent", func(t *testing.T) { acquireSameKeyUnderAnotherTenantIsIndependent(t, open) })
+
+	// Instances whose clocks disagree agree on leases: only the database's
+	// clock decides.
+	t.Run("CallersClockDecidesNothing", func(t *testing.T) { acquireCallersClockDecidesNothing(t, open) })
 }
 
-func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
+func testRecordAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("InsertsPendingAttemptAndMovesRecoveryPoint", func(t *testing.T) { recordInsertsPendingAttemptAndMovesRecoveryPoint(t, open) })
 
 	// The same logical call recorded again, by another request with other
@@ -59,7 +63,7 @@ func testRecordAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("StaleLeaseIsLostAndWritesNothing", func(t *testing.T) { recordStaleLeaseIsLostAndWritesNothing(t, open) })
 }
 
-func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
+func testComplete(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("CompletesKeyFencedByLease", func(t *testing.T) { completeCompletesKeyFencedByLease(t, open) })
 
 	t.Run("FinalErrorRoundTrips", func(t *testing.T) { completeFinalErrorRoundTrips(t, open) })
@@ -87,7 +91,7 @@ func testComplete(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("WrongVersionConflictsAndWritesNothing", func(t *testing.T) { completeWrongVersionConflictsAndWritesNothing(t, open) })
 }
 
-func testRelease(t *testing.T, open func(t *testing.T) store.Store) {
+func testRelease(t *testing.T, open func(t *testing.T) *subject) {
 	cases := []struct {
 		to     idempotency.State
 		status store.AttemptStatus
@@ -151,7 +155,7 @@ func testRelease(t *testing.T, open func(t *testing.T) store.Store) {
 
 // testFencing plays a stale worker against the worker that took its key
 // over: only the current token's writes land.
-func testFencing(t *testing.T, open func(t *testing.T) store.Store) {
+func testFencing(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("StaleWorkerIsFencedOut", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
@@ -196,7 +200,7 @@ func testFencing(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
-func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
+func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) *subject) {
 	now := base.Add(time.Hour)
 	until := now.Add(leaseFor)
 
@@ -224,7 +228,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		created := newRecord("tenant-a", "created", o.ID, base)
 		mustCreate(t, s, &created, newOrder(t, "tenant-a", "cust-1", base))
 
-		got, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: until, Limit: 100})
+		got, err := s.TakeOverAbandoned(ctx, takeOver{Now: now, LeaseUntil: until, Limit: 100})
 		if err != nil {
 			t.Fatalf("TakeOverAbandoned: %v", err)
 		}
@@ -239,7 +243,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 
 		// They are leased now: a second pass at the same instant finds none,
 		// and the holders before the takeover are fenced out.
-		again, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: until, Limit: 100})
+		again, err := s.TakeOverAbandoned(ctx, takeOver{Now: now, LeaseUntil: until, Limit: 100})
 		if err != nil || len(again) != 0 {
 			t.Errorf("second TakeOverAbandoned = %d records, %v; want none", len(again), err)
 		}
@@ -263,7 +267,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		}
 		seen := map[string]bool{}
 		for pass, wantN := range []int{2, 2, 1, 0} {
-			got, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: until, Limit: limit})
+			got, err := s.TakeOverAbandoned(ctx, takeOver{Now: now, LeaseUntil: until, Limit: limit})
 			if err != nil {
 				t.Fatalf("pass %d: TakeOverAbandoned: %v", pass, err)
 			}
@@ -294,7 +298,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 		lost := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Second)}
 		mustRelease(t, s, r, idempotency.StateUnknownOutcome, &lost)
 
-		got, err := s.TakeOverAbandoned(t.Context(), store.TakeOver{Now: now, LeaseUntil: until, Limit: 10})
+		got, err := s.TakeOverAbandoned(t.Context(), takeOver{Now: now, LeaseUntil: until, Limit: 10})
 		if err != nil || len(got) != 1 {
 			t.Fatalf("TakeOverAbandoned = %d records, %v; want 1", len(got), err)
 		}
@@ -312,7 +316,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
-func testGetAttempt(t *testing.T, open func(t *testing.T) store.Store) {
+func testGetAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("RoundTripsEveryField", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
@@ -365,7 +369,7 @@ func assertRecordSet(t *testing.T, got, want []idempotency.Record) {
 }
 
 // completeCompletesKeyFencedByLease checks: completes key fenced by lease.
-func completeCompletesKeyFencedByLease(t *testing.T, open func(t *testing.T) store.Store) {
+func completeCompletesKeyFencedByLease(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	r := mustAcquire(t, s, newClaim("tenant-a", "noop-1", order.NewID(), base))
@@ -378,7 +382,7 @@ func completeCompletesKeyFencedByLease(t *testing.T, open func(t *testing.T) sto
 }
 
 // completeFinalErrorRoundTrips checks: final error round trips.
-func completeFinalErrorRoundTrips(t *testing.T, open func(t *testing.T) store.Store) {
+func completeFinalErrorRoundTrips(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	cases := []struct {
 		name     string
@@ -407,7 +411,7 @@ func completeFinalErrorRoundTrips(t *testing.T, open func(t *testing.T) store.St
 }
 
 // completeNextIsWrittenAsACompareAndSet checks: next is written as acompare and set.
-func completeNextIsWrittenAsACompareAndSet(t *testing.T, open func(t *testing.T) store.Store) {
+func completeNextIsWrittenAsACompareAndSet(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -430,7 +434,7 @@ func completeNextIsWrittenAsACompareAndSet(t *testing.T, open func(t *testing.T)
 }
 
 // completeCancelRoundTripsCancelledAt checks: cancel round trips cancelled at.
-func completeCancelRoundTripsCancelledAt(t *testing.T, open func(t *testing.T) store.Store) {
+func completeCancelRoundTripsCancelledAt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -441,7 +445,7 @@ func completeCancelRoundTripsCancelledAt(t *testing.T, open func(t *testing.T) s
 }
 
 // completeSettlesAttempt checks: settles attempt.
-func completeSettlesAttempt(t *testing.T, open func(t *testing.T) store.Store) {
+func completeSettlesAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	for _, st := range []store.AttemptStatus{store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected} {
 		t.Run(string(st), func(t *testing.T) {
@@ -463,7 +467,7 @@ func completeSettlesAttempt(t *testing.T, open func(t *testing.T) store.Store) {
 }
 
 // completeSettledAttemptIsNotReopened checks: settled attempt is not reopened.
-func completeSettledAttemptIsNotReopened(t *testing.T, open func(t *testing.T) store.Store) {
+func completeSettledAttemptIsNotReopened(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	for _, st := range []store.AttemptStatus{store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected} {
 		t.Run(string(st), func(t *testing.T) {
@@ -493,7 +497,7 @@ func completeSettledAttemptIsNotReopened(t *testing.T, open func(t *testing.T) s
 }
 
 // completeNextIsRefusedWhileAnotherAttemptIsOpen checks: next is refused while another attempt is open.
-func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *testing.T) store.Store) {
+func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	for _, st := range []store.AttemptStatus{store.AttemptPending, store.AttemptUnknown} {
 		t.Run(string(st), func(t *testing.T) {
@@ -530,7 +534,7 @@ func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *t
 			// Once the attempt is settled, the transition goes through.
 			settler := charge
 			if st == store.AttemptUnknown {
-				got, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: base.Add(time.Minute), LeaseUntil: base.Add(time.Minute + leaseFor), Limit: 10})
+				got, err := s.TakeOverAbandoned(ctx, takeOver{Now: base.Add(time.Minute), LeaseUntil: base.Add(time.Minute + leaseFor), Limit: 10})
 				if err != nil || len(got) != 1 {
 					t.Fatalf("TakeOverAbandoned = %d records, %v; want the charge's key", len(got), err)
 				}
@@ -546,7 +550,7 @@ func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *t
 }
 
 // completeWithoutNextOpenAttemptsDoNotMatter checks: without next open attempts do not matter.
-func completeWithoutNextOpenAttemptsDoNotMatter(t *testing.T, open func(t *testing.T) store.Store) {
+func completeWithoutNextOpenAttemptsDoNotMatter(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -560,7 +564,7 @@ func completeWithoutNextOpenAttemptsDoNotMatter(t *testing.T, open func(t *testi
 }
 
 // completeStaleLeaseIsLostAndWritesNothing checks: stale lease is lost and writes nothing.
-func completeStaleLeaseIsLostAndWritesNothing(t *testing.T, open func(t *testing.T) store.Store) {
+func completeStaleLeaseIsLostAndWritesNothing(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -591,7 +595,7 @@ func completeStaleLeaseIsLostAndWritesNothing(t *testing.T, open func(t *testing
 }
 
 // completeCompletedLeaseIsLost checks: completed lease is lost.
-func completeCompletedLeaseIsLost(t *testing.T, open func(t *testing.T) store.Store) {
+func completeCompletedLeaseIsLost(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -614,7 +618,7 @@ func completeCompletedLeaseIsLost(t *testing.T, open func(t *testing.T) store.St
 }
 
 // completeWrongVersionConflictsAndWritesNothing checks: wrong version conflicts and writes nothing.
-func completeWrongVersionConflictsAndWritesNothing(t *testing.T, open func(t *testing.T) store.Store) {
+func completeWrongVersionConflictsAndWritesNothing(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	cases := []struct {
 		name string
@@ -669,7 +673,7 @@ func completeWrongVersionConflictsAndWritesNothing(t *testing.T, open func(t *te
 }
 
 // acquireFreshKeyIsAcquired checks: fresh key is acquired.
-func acquireFreshKeyIsAcquired(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireFreshKeyIsAcquired(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	for _, derived := range []bool{false, true} {
 		t.Run(fmt.Sprintf("derived=%t", derived), func(t *testing.T) {
@@ -692,7 +696,7 @@ func acquireFreshKeyIsAcquired(t *testing.T, open func(t *testing.T) store.Store
 }
 
 // acquireLiveLeaseIsNotAcquired checks: live lease is not acquired.
-func acquireLiveLeaseIsNotAcquired(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireLiveLeaseIsNotAcquired(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	first := mustAcquire(t, s, newClaim("tenant-a", "pay-1", order.NewID(), base))
@@ -710,7 +714,7 @@ func acquireLiveLeaseIsNotAcquired(t *testing.T, open func(t *testing.T) store.S
 }
 
 // acquireExpiredLeaseIsTakenOverBySameRequest checks: expired lease is taken over by same request.
-func acquireExpiredLeaseIsTakenOverBySameRequest(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireExpiredLeaseIsTakenOverBySameRequest(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -720,7 +724,7 @@ func acquireExpiredLeaseIsTakenOverBySameRequest(t *testing.T, open func(t *test
 	mustRecordAttempt(t, s, first, a)
 	first = mustLookup(t, s, "tenant-a", first.KeyHash)
 
-	// Expired at LockedUntil itself, judged at the claim's CreatedAt.
+	// Expired at LockedUntil itself, judged on the database's clock (the suite sets it to the claim's CreatedAt).
 	retry := retryAt(first, first.LockedUntil)
 	got, ok, err := s.AcquireLease(ctx, retry)
 	if err != nil || !ok {
@@ -740,7 +744,7 @@ func acquireExpiredLeaseIsTakenOverBySameRequest(t *testing.T, open func(t *test
 }
 
 // acquireExpiredLeaseIsNotTakenOverByAnotherRequest checks: expired lease is not taken over by another request.
-func acquireExpiredLeaseIsNotTakenOverByAnotherRequest(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireExpiredLeaseIsNotTakenOverByAnotherRequest(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	first := mustAcquire(t, s, newClaim("tenant-a", "pay-1", order.NewID(), base))
@@ -755,7 +759,7 @@ func acquireExpiredLeaseIsNotTakenOverByAnotherRequest(t *testing.T, open func(t
 }
 
 // acquireReleasedKeyIsTakenOverAtOnceBySameRequest checks: released key is taken over at once by same request.
-func acquireReleasedKeyIsTakenOverAtOnceBySameRequest(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireReleasedKeyIsTakenOverAtOnceBySameRequest(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	for _, to := range []idempotency.State{idempotency.StateRetryableFailure, idempotency.StateUnknownOutcome} {
 		t.Run(string(to), func(t *testing.T) {
@@ -791,7 +795,7 @@ func acquireReleasedKeyIsTakenOverAtOnceBySameRequest(t *testing.T, open func(t 
 }
 
 // acquireCompletedKeyIsNotAcquired checks: completed key is not acquired.
-func acquireCompletedKeyIsNotAcquired(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireCompletedKeyIsNotAcquired(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	leased := mustAcquire(t, s, newClaim("tenant-a", "pay-1", order.NewID(), base))
@@ -814,7 +818,7 @@ func acquireCompletedKeyIsNotAcquired(t *testing.T, open func(t *testing.T) stor
 }
 
 // acquireExpiredDerivedKeyIsReplaced checks: expired derived key is replaced.
-func acquireExpiredDerivedKeyIsReplaced(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireExpiredDerivedKeyIsReplaced(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -843,7 +847,7 @@ func acquireExpiredDerivedKeyIsReplaced(t *testing.T, open func(t *testing.T) st
 }
 
 // acquireExpiredClientKeyIsNotAcquired checks: expired client key is not acquired.
-func acquireExpiredClientKeyIsNotAcquired(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireExpiredClientKeyIsNotAcquired(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	first := mustAcquire(t, s, newClaim("tenant-a", "pay-1", order.NewID(), base))
@@ -876,7 +880,7 @@ func acquireExpiredClientKeyIsNotAcquired(t *testing.T, open func(t *testing.T) 
 }
 
 // acquireSameKeyUnderAnotherTenantIsIndependent checks: same key under another tenant is independent.
-func acquireSameKeyUnderAnotherTenantIsIndependent(t *testing.T, open func(t *testing.T) store.Store) {
+func acquireSameKeyUnderAnotherTenantIsIndependent(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	a := mustAcquire(t, s, newClaim("tenant-a", "pay-1", order.NewID(), base))
@@ -886,7 +890,7 @@ func acquireSameKeyUnderAnotherTenantIsIndependent(t *testing.T, open func(t *te
 }
 
 // recordInsertsPendingAttemptAndMovesRecoveryPoint checks: inserts pending attempt and moves recovery point.
-func recordInsertsPendingAttemptAndMovesRecoveryPoint(t *testing.T, open func(t *testing.T) store.Store) {
+func recordInsertsPendingAttemptAndMovesRecoveryPoint(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -902,7 +906,7 @@ func recordInsertsPendingAttemptAndMovesRecoveryPoint(t *testing.T, open func(t 
 }
 
 // recordExistingProviderKeyReturnsStoredAttempt checks: existing provider key returns stored attempt.
-func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *testing.T) store.Store) {
+func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	for _, st := range []store.AttemptStatus{
 		store.AttemptPending, store.AttemptUnknown, store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected,
@@ -952,7 +956,7 @@ func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *te
 }
 
 // recordFailedAttemptIsReopened checks: failed attempt is reopened.
-func recordFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) store.Store) {
+func recordFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -974,7 +978,7 @@ func recordFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) store.S
 }
 
 // recordStaleOrderVersionConflictsAndWritesNothing checks: stale order version conflicts and writes nothing.
-func recordStaleOrderVersionConflictsAndWritesNothing(t *testing.T, open func(t *testing.T) store.Store) {
+func recordStaleOrderVersionConflictsAndWritesNothing(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -999,7 +1003,7 @@ func recordStaleOrderVersionConflictsAndWritesNothing(t *testing.T, open func(t 
 }
 
 // recordAnotherTenantsOrderIsNotFound checks: another tenants order is not found.
-func recordAnotherTenantsOrderIsNotFound(t *testing.T, open func(t *testing.T) store.Store) {
+func recordAnotherTenantsOrderIsNotFound(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -1015,7 +1019,7 @@ func recordAnotherTenantsOrderIsNotFound(t *testing.T, open func(t *testing.T) s
 }
 
 // recordOpenAttemptOnTheOrderIsInFlight checks: open attempt on the order is in flight.
-func recordOpenAttemptOnTheOrderIsInFlight(t *testing.T, open func(t *testing.T) store.Store) {
+func recordOpenAttemptOnTheOrderIsInFlight(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	for _, st := range []store.AttemptStatus{store.AttemptPending, store.AttemptUnknown} {
 		t.Run(string(st), func(t *testing.T) {
@@ -1048,7 +1052,7 @@ func recordOpenAttemptOnTheOrderIsInFlight(t *testing.T, open func(t *testing.T)
 }
 
 // recordSettledAttemptOnTheOrderDoesNotBlock checks: settled attempt on the order does not block.
-func recordSettledAttemptOnTheOrderDoesNotBlock(t *testing.T, open func(t *testing.T) store.Store) {
+func recordSettledAttemptOnTheOrderDoesNotBlock(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	for _, st := range []store.AttemptStatus{store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected, store.AttemptFailed} {
 		t.Run(string(st), func(t *testing.T) {
@@ -1071,7 +1075,7 @@ func recordSettledAttemptOnTheOrderDoesNotBlock(t *testing.T, open func(t *testi
 }
 
 // recordStaleLeaseIsLostAndWritesNothing checks: stale lease is lost and writes nothing.
-func recordStaleLeaseIsLostAndWritesNothing(t *testing.T, open func(t *testing.T) store.Store) {
+func recordStaleLeaseIsLostAndWritesNothing(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -1106,4 +1110,47 @@ func recordStaleLeaseIsLostAndWritesNothing(t *testing.T, open func(t *testing.T
 	assertRecord(t, mustLookup(t, s, "tenant-a", current.KeyHash), current)
 	assertRecord(t, mustLookup(t, s, "tenant-a", released.KeyHash), releasedAs(released, idempotency.StateRetryableFailure))
 	assertRecord(t, mustLookup(t, s, "tenant-a", done.KeyHash), completedAs(done, outcome(o.ID)))
+}
+
+// acquireCallersClockDecidesNothing checks that a claim's own instants —
+// what an instance whose clock runs an hour ahead, or a day behind, would
+// put there — decide nothing: a live lease (on the database's clock) is not
+// taken over by a claim that says it is past it, the lease and retention a
+// claim gets count from the database's clock, and a lease expired on the
+// database's clock is taken over by a claim that says it is not.
+func acquireCallersClockDecidesNothing(t *testing.T, open func(t *testing.T) *subject) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	skewed := func(r idempotency.Record, by time.Duration) store.Claim {
+		c := claimOf(r)
+		c.CreatedAt, c.ExpiresAt, c.LockedUntil = r.CreatedAt.Add(by), r.ExpiresAt.Add(by), r.LockedUntil.Add(by)
+		return c
+	}
+	claim := newClaim("tenant-a", "pay-1", order.NewID(), base)
+	s.at(base)
+	first, ok, err := s.Store.AcquireLease(ctx, skewed(claim, -24*time.Hour))
+	if err != nil || !ok {
+		t.Fatalf("AcquireLease by an instance a day behind = %t, %v; want acquired", ok, err)
+	}
+	assertRecord(t, first, claim) // created, expiring and leased on the database's clock
+
+	// An instance an hour ahead retries the same request one second into
+	// the lease: its claim says the lease ran out long ago.
+	s.at(base.Add(time.Second))
+	held, ok, err := s.Store.AcquireLease(ctx, skewed(retryAt(first, base.Add(time.Second)), time.Hour))
+	if err != nil || ok {
+		t.Fatalf("AcquireLease by an instance an hour ahead = %t, %v; want not acquired (the lease is live)", ok, err)
+	}
+	assertRecord(t, held, first)
+	assertRecord(t, mustLookup(t, s, "tenant-a", first.KeyHash), first)
+
+	// Past the lease on the database's clock, an instance a day behind
+	// (whose claim says the lease has a day to run) takes it over.
+	at := first.LockedUntil
+	s.at(at)
+	got, ok, err := s.Store.AcquireLease(ctx, skewed(retryAt(first, at), -24*time.Hour))
+	if err != nil || !ok {
+		t.Fatalf("AcquireLease after the lease, by an instance a day behind = %t, %v; want acquired", ok, err)
+	}
+	assertRecord(t, got, takenOver(first, at.Add(leaseFor)))
 }

@@ -13,11 +13,11 @@ import (
 // testRecovery checks what the completer relies on beyond TakeOverAbandoned's
 // basic contract: fairness across kinds, per-key backoff, the backlog, the
 // attempts parked for a person, and ForgetKey.
-func testRecovery(t *testing.T, open func(t *testing.T) store.Store) {
+func testRecovery(t *testing.T, open func(t *testing.T) *subject) {
 	now := base.Add(time.Hour)
-	take := func(t *testing.T, s store.Store, at time.Time, limit int, backoff, maxBackoff time.Duration) []idempotency.Record {
+	take := func(t *testing.T, s *subject, at time.Time, limit int, backoff, maxBackoff time.Duration) []idempotency.Record {
 		t.Helper()
-		got, err := s.TakeOverAbandoned(t.Context(), store.TakeOver{Now: at, LeaseUntil: at.Add(leaseFor), Limit: limit,
+		got, err := s.TakeOverAbandoned(t.Context(), takeOver{Now: at, LeaseUntil: at.Add(leaseFor), Limit: limit,
 			Backoff: backoff, MaxBackoff: maxBackoff})
 		if err != nil {
 			t.Fatalf("TakeOverAbandoned at %s: %v", at, err)

@@ -23,7 +23,7 @@ func paidIntent(o order.Order, kind store.AttemptKind, suffix string, at time.Ti
 	return store.Intent{From: order.Paid, Kind: kind, ProviderKeyPrefix: o.ID + suffix, At: at}
 }
 
-func mustStart(t *testing.T, s store.Store, claim idempotency.Record, in store.Intent) store.Started {
+func mustStart(t *testing.T, s *subject, claim idempotency.Record, in store.Intent) store.Started {
 	t.Helper()
 	st, err := s.StartLeased(t.Context(), claim, in)
 	if err != nil {
@@ -35,7 +35,7 @@ func mustStart(t *testing.T, s store.Store, claim idempotency.Record, in store.I
 // testStartLeased checks phase 1 of a leased request: acquire, lock the
 // order, record the intent's attempt if the guard allows, and return what
 // the caller decides from.
-func testStartLeased(t *testing.T, open func(t *testing.T) store.Store) {
+func testStartLeased(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("FreshKeyRecordsTheAttempt", func(t *testing.T) { startLeasedFreshKeyRecordsTheAttempt(t, open) })
 
 	// Where the guard refuses, the lease is still taken and nothing is
@@ -96,7 +96,7 @@ var errNotAcquired = errors.New("not acquired")
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // startLeasedFreshKeyRecordsTheAttempt checks: fresh key records the attempt.
-func startLeasedFreshKeyRecordsTheAttempt(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedFreshKeyRecordsTheAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -123,7 +123,7 @@ func startLeasedFreshKeyRecordsTheAttempt(t *testing.T, open func(t *testing.T) 
 }
 
 // startLeasedMissingOrderIsNil checks: missing order is nil.
-func startLeasedMissingOrderIsNil(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedMissingOrderIsNil(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	claim := newClaim("tenant-a", "pay-1", order.NewID(), base)
@@ -134,7 +134,7 @@ func startLeasedMissingOrderIsNil(t *testing.T, open func(t *testing.T) store.St
 }
 
 // startLeasedHeldKeyReturnsTheHolderWithTheCurrentOrder checks: held key returns the holder with the current order.
-func startLeasedHeldKeyReturnsTheHolderWithTheCurrentOrder(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedHeldKeyReturnsTheHolderWithTheCurrentOrder(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -160,7 +160,7 @@ func startLeasedHeldKeyReturnsTheHolderWithTheCurrentOrder(t *testing.T, open fu
 }
 
 // startLeasedAnotherOpenAttemptRecordsNothing checks: another open attempt records nothing.
-func startLeasedAnotherOpenAttemptRecordsNothing(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedAnotherOpenAttemptRecordsNothing(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -179,7 +179,7 @@ func startLeasedAnotherOpenAttemptRecordsNothing(t *testing.T, open func(t *test
 }
 
 // startLeasedOpenChargeWithAnotherMethodRecordsNothing checks: open charge with another method records nothing.
-func startLeasedOpenChargeWithAnotherMethodRecordsNothing(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedOpenChargeWithAnotherMethodRecordsNothing(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -196,7 +196,7 @@ func startLeasedOpenChargeWithAnotherMethodRecordsNothing(t *testing.T, open fun
 }
 
 // startLeasedFailedAttemptIsReopened checks: failed attempt is reopened.
-func startLeasedFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -211,7 +211,7 @@ func startLeasedFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) st
 }
 
 // startLeasedResumedKeyContinuesOnlyItsOwnAttempt checks: resumed key continues only its own attempt.
-func startLeasedResumedKeyContinuesOnlyItsOwnAttempt(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedResumedKeyContinuesOnlyItsOwnAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -243,7 +243,7 @@ func startLeasedResumedKeyContinuesOnlyItsOwnAttempt(t *testing.T, open func(t *
 }
 
 // startLeasedRacingStartsOnOneKeyHaveOneHolder checks: racing starts on one key have one holder.
-func startLeasedRacingStartsOnOneKeyHaveOneHolder(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedRacingStartsOnOneKeyHaveOneHolder(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -279,7 +279,7 @@ func startLeasedRacingStartsOnOneKeyHaveOneHolder(t *testing.T, open func(t *tes
 }
 
 // startLeasedRacingShipmentsAndRefundsNeverBothOpen checks: racing shipments and refunds never both open.
-func startLeasedRacingShipmentsAndRefundsNeverBothOpen(t *testing.T, open func(t *testing.T) store.Store) {
+func startLeasedRacingShipmentsAndRefundsNeverBothOpen(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	for round := range 3 {

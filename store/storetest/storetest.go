@@ -20,12 +20,14 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
 )
 
-// base is the suite's fixed clock: a UTC instant with microsecond digits,
-// the precision both stores keep.
+// base is where each store's database clock starts (the suite moves it;
+// see subject): a UTC instant with microsecond digits, the precision both
+// stores keep.
 var base = time.Date(2025, time.March, 14, 15, 9, 26, 535_897_000, time.UTC)
 
 // racers is how many goroutines each concurrency test starts.
@@ -34,11 +36,13 @@ const racers = 50
 // leaseFor is how long the suite's claims lease their key.
 const leaseFor = 30 * time.Second
 
-// Run runs the conformance suite. open must return a fresh, empty, migrated
-// store for the test it is given and close it when that test ends (with
-// t.Cleanup). Every subtest opens its own store, so subtests run in
+// Run runs the conformance suite. openAt must return a fresh, empty,
+// migrated store for the test it is given, whose database clock is clk
+// (sqlite.WithClock, pgtest.FollowClock), and close it when that test ends
+// (with t.Cleanup). Every subtest opens its own store, so subtests run in
 // parallel.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+func Run(t *testing.T, openAt func(t *testing.T, clk *testclock.Clock) store.Store) {
+	open := func(t *testing.T) *subject { return wrap(t, openAt) }
 	t.Run("Ping", func(t *testing.T) {
 		t.Parallel()
 		if err := open(t).Ping(t.Context()); err != nil {
@@ -131,7 +135,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
-func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
+func testCreateOrder(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("WithoutKeyRoundTripsEveryField", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
@@ -244,7 +248,7 @@ func testCreateOrder(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
-func testGetOrder(t *testing.T, open func(t *testing.T) store.Store) {
+func testGetOrder(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("AnotherTenantsOrderIsNotFound", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
@@ -265,9 +269,9 @@ func testGetOrder(t *testing.T, open func(t *testing.T) store.Store) {
 
 // testKeyTakeover checks, for every method that claims a key, which held
 // completed keys a claim takes over: only an expired derived one, expiry
-// judged at the claim's CreatedAt (expired at ExpiresAt itself, as
-// Record.Expired says).
-func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
+// judged on the database's clock, set to the claim's CreatedAt (expired at
+// ExpiresAt itself, as Record.Expired says).
+func testKeyTakeover(t *testing.T, open func(t *testing.T) *subject) {
 	cases := []struct {
 		name     string
 		derived  bool
@@ -284,9 +288,9 @@ func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 	// Each method claims newRec and reports whether its effect is visible.
 	methods := []struct {
 		name  string
-		claim func(t *testing.T, s store.Store, old order.Order, newRec idempotency.Record) (effect func() bool, held *idempotency.Record, err error)
+		claim func(t *testing.T, s *subject, old order.Order, newRec idempotency.Record) (effect func() bool, held *idempotency.Record, err error)
 	}{
-		{"CreateOrder", func(t *testing.T, s store.Store, _ order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
+		{"CreateOrder", func(t *testing.T, s *subject, _ order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
 			o := newOrder(t, "tenant-a", "cust-2", newRec.CreatedAt)
 			newRec.ResourceID = o.ID
 			held, err := s.CreateOrder(t.Context(), &newRec, o)
@@ -299,7 +303,7 @@ func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 			}
 			return effect, &held.Record, err
 		}},
-		{"AcquireLease", func(t *testing.T, s store.Store, _ order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
+		{"AcquireLease", func(t *testing.T, s *subject, _ order.Order, newRec idempotency.Record) (func() bool, *idempotency.Record, error) {
 			newRec.State, newRec.LockedUntil = idempotency.StateInProgress, newRec.CreatedAt.Add(leaseFor)
 			r, acquired, err := s.AcquireLease(t.Context(), newRec)
 			effect := func() bool {
@@ -369,7 +373,7 @@ func testKeyTakeover(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 }
 
-func testLookupKey(t *testing.T, open func(t *testing.T) store.Store) {
+func testLookupKey(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("UnknownKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
@@ -391,7 +395,7 @@ func testLookupKey(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
-func testListOrders(t *testing.T, open func(t *testing.T) store.Store) {
+func testListOrders(t *testing.T, open func(t *testing.T) *subject) {
 	s := open(t)
 	// Tenant A has seven orders, created in sequence (so ids ascend) and
 	// interleaved with tenant B's; a[i] is the i-th oldest, as stored.
@@ -496,7 +500,7 @@ func testListOrders(t *testing.T, open func(t *testing.T) store.Store) {
 	})
 }
 
-func testConcurrency(t *testing.T, open func(t *testing.T) store.Store) {
+func testConcurrency(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("CreatesWithSameKeyHaveOneWinner", func(t *testing.T) { concurrentCreatesWithSameKeyHaveOneWinner(t, open) })
 
 	t.Run("CreatesWithDistinctKeysAllSucceed", func(t *testing.T) { concurrentCreatesWithDistinctKeysAllSucceed(t, open) })
@@ -559,8 +563,8 @@ type acquired struct {
 	err error
 }
 
-// takeOver is what one racing TakeOverAbandoned got back.
-type takeOver struct {
+// takenBack is what one racing TakeOverAbandoned got back.
+type takenBack struct {
 	recs []idempotency.Record
 	err  error
 }
@@ -756,7 +760,7 @@ func asDerived(r idempotency.Record) idempotency.Record {
 	return r
 }
 
-func mustCreate(t *testing.T, s store.Store, key *idempotency.Record, o order.Order) {
+func mustCreate(t *testing.T, s *subject, key *idempotency.Record, o order.Order) {
 	t.Helper()
 	held, err := s.CreateOrder(t.Context(), key, o)
 	if err != nil {
@@ -768,7 +772,7 @@ func mustCreate(t *testing.T, s store.Store, key *idempotency.Record, o order.Or
 }
 
 // mustAcquire acquires claim's key and returns the record stored.
-func mustAcquire(t *testing.T, s store.Store, claim idempotency.Record) idempotency.Record {
+func mustAcquire(t *testing.T, s *subject, claim idempotency.Record) idempotency.Record {
 	t.Helper()
 	r, ok, err := s.AcquireLease(t.Context(), claim)
 	if err != nil {
@@ -781,12 +785,12 @@ func mustAcquire(t *testing.T, s store.Store, claim idempotency.Record) idempote
 }
 
 // mustRecordAttempt records a under r's lease on its order at version 1.
-func mustRecordAttempt(t *testing.T, s store.Store, r idempotency.Record, a store.Attempt) store.Attempt {
+func mustRecordAttempt(t *testing.T, s *subject, r idempotency.Record, a store.Attempt) store.Attempt {
 	t.Helper()
 	return mustRecordAttemptAt(t, s, r, a, 1)
 }
 
-func mustRecordAttemptAt(t *testing.T, s store.Store, r idempotency.Record, a store.Attempt, version int64) store.Attempt {
+func mustRecordAttemptAt(t *testing.T, s *subject, r idempotency.Record, a store.Attempt, version int64) store.Attempt {
 	t.Helper()
 	got, err := s.RecordAttempt(t.Context(), store.LeaseOf(r), a, version)
 	if err != nil {
@@ -795,14 +799,14 @@ func mustRecordAttemptAt(t *testing.T, s store.Store, r idempotency.Record, a st
 	return got
 }
 
-func mustComplete(t *testing.T, s store.Store, r idempotency.Record, c completion) {
+func mustComplete(t *testing.T, s *subject, r idempotency.Record, c completion) {
 	t.Helper()
 	if err := complete(t.Context(), s, store.LeaseOf(r), c); err != nil {
 		t.Fatalf("Complete(%s, token %d): %v", r.KeyHash, r.FencingToken, err)
 	}
 }
 
-func mustRelease(t *testing.T, s store.Store, r idempotency.Record, to idempotency.State, u *store.AttemptUpdate) {
+func mustRelease(t *testing.T, s *subject, r idempotency.Record, to idempotency.State, u *store.AttemptUpdate) {
 	t.Helper()
 	if err := release(t.Context(), s, store.LeaseOf(r), to, u); err != nil {
 		t.Fatalf("Release(%s, token %d, %s): %v", r.KeyHash, r.FencingToken, to, err)
@@ -811,14 +815,14 @@ func mustRelease(t *testing.T, s store.Store, r idempotency.Record, to idempoten
 
 // mustTransition writes next as a leased request does: it acquires a key
 // of its own and completes it with next as the compare-and-set.
-func mustTransition(t *testing.T, s store.Store, next order.Order) {
+func mustTransition(t *testing.T, s *subject, next order.Order) {
 	t.Helper()
 	key := fmt.Sprintf("transition-%s-v%d", next.ID, next.Version)
 	r := mustAcquire(t, s, newClaim(next.TenantID, key, next.ID, base))
 	mustComplete(t, s, r, completion{Outcome: outcome(next.ID), Next: &next})
 }
 
-func mustLookup(t *testing.T, s store.Store, tenant, keyHash string) idempotency.Record {
+func mustLookup(t *testing.T, s *subject, tenant, keyHash string) idempotency.Record {
 	t.Helper()
 	r, err := s.LookupKey(t.Context(), tenant, keyHash)
 	if err != nil {
@@ -827,7 +831,7 @@ func mustLookup(t *testing.T, s store.Store, tenant, keyHash string) idempotency
 	return r
 }
 
-func mustGetAttempt(t *testing.T, s store.Store, providerKey string) store.Attempt {
+func mustGetAttempt(t *testing.T, s *subject, providerKey string) store.Attempt {
 	t.Helper()
 	a, err := s.GetAttempt(t.Context(), providerKey)
 	if err != nil {
@@ -836,7 +840,7 @@ func mustGetAttempt(t *testing.T, s store.Store, providerKey string) store.Attem
 	return a
 }
 
-func mustGet(t *testing.T, s store.Store, tenant, id string) order.Order {
+func mustGet(t *testing.T, s *subject, tenant, id string) order.Order {
 	t.Helper()
 	o, err := s.GetOrder(t.Context(), tenant, id)
 	if err != nil {
@@ -968,7 +972,7 @@ func ids(os []order.Order) []string {
 }
 
 // concurrentCreatesWithSameKeyHaveOneWinner checks: creates with same key have one winner.
-func concurrentCreatesWithSameKeyHaveOneWinner(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentCreatesWithSameKeyHaveOneWinner(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	orders := make([]order.Order, racers)
@@ -1001,7 +1005,7 @@ func concurrentCreatesWithSameKeyHaveOneWinner(t *testing.T, open func(t *testin
 }
 
 // concurrentCreatesWithDistinctKeysAllSucceed checks: creates with distinct keys all succeed.
-func concurrentCreatesWithDistinctKeysAllSucceed(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentCreatesWithDistinctKeysAllSucceed(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	orders := make([]order.Order, racers)
@@ -1028,7 +1032,7 @@ func concurrentCreatesWithDistinctKeysAllSucceed(t *testing.T, open func(t *test
 }
 
 // concurrentTakeoversOfExpiredDerivedKeyHaveOneWinner checks: takeovers of expired derived key have one winner.
-func concurrentTakeoversOfExpiredDerivedKeyHaveOneWinner(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentTakeoversOfExpiredDerivedKeyHaveOneWinner(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	old := newOrder(t, "tenant-a", "cust-1", base)
@@ -1061,7 +1065,7 @@ func concurrentTakeoversOfExpiredDerivedKeyHaveOneWinner(t *testing.T, open func
 }
 
 // concurrentAcquiresOfFreshKeyHaveOneHolder checks: acquires of fresh key have one holder.
-func concurrentAcquiresOfFreshKeyHaveOneHolder(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentAcquiresOfFreshKeyHaveOneHolder(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	claims := make([]idempotency.Record, racers)
@@ -1084,7 +1088,7 @@ func concurrentAcquiresOfFreshKeyHaveOneHolder(t *testing.T, open func(t *testin
 }
 
 // concurrentTakeoversOfExpiredLeaseHaveOneHolder checks: takeovers of expired lease have one holder.
-func concurrentTakeoversOfExpiredLeaseHaveOneHolder(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentTakeoversOfExpiredLeaseHaveOneHolder(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	first := mustAcquire(t, s, newClaim("tenant-a", "same-key", order.NewID(), base))
@@ -1109,7 +1113,7 @@ func concurrentTakeoversOfExpiredLeaseHaveOneHolder(t *testing.T, open func(t *t
 }
 
 // concurrentCompletesWithStaleTokensHaveOneWinner checks: completes with stale tokens have one winner.
-func concurrentCompletesWithStaleTokensHaveOneWinner(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentCompletesWithStaleTokensHaveOneWinner(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	const workers = 20
@@ -1147,7 +1151,7 @@ func concurrentCompletesWithStaleTokensHaveOneWinner(t *testing.T, open func(t *
 }
 
 // concurrentCompletesWithNextFromSameVersionHaveOneWinner checks: completes with next from same version have one winner.
-func concurrentCompletesWithNextFromSameVersionHaveOneWinner(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentCompletesWithNextFromSameVersionHaveOneWinner(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -1189,7 +1193,7 @@ func concurrentCompletesWithNextFromSameVersionHaveOneWinner(t *testing.T, open 
 }
 
 // concurrentAttemptsOnOneOrderNeverOverlap checks: attempts on one order never overlap.
-func concurrentAttemptsOnOneOrderNeverOverlap(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentAttemptsOnOneOrderNeverOverlap(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	const workers = 20
@@ -1230,7 +1234,7 @@ func concurrentAttemptsOnOneOrderNeverOverlap(t *testing.T, open func(t *testing
 }
 
 // concurrentAttemptAndTransitionOnOneOrderNeverBothWin checks: attempt and transition on one order never both win.
-func concurrentAttemptAndTransitionOnOneOrderNeverBothWin(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentAttemptAndTransitionOnOneOrderNeverBothWin(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	const orders = 20
@@ -1278,7 +1282,7 @@ func concurrentAttemptAndTransitionOnOneOrderNeverBothWin(t *testing.T, open fun
 }
 
 // concurrentTakeOversOfAbandonedKeysNeverOverlap checks: take overs of abandoned keys never overlap.
-func concurrentTakeOversOfAbandonedKeysNeverOverlap(t *testing.T, open func(t *testing.T) store.Store) {
+func concurrentTakeOversOfAbandonedKeysNeverOverlap(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	const keys, takers = 20, 4
@@ -1291,9 +1295,9 @@ func concurrentTakeOversOfAbandonedKeysNeverOverlap(t *testing.T, open func(t *t
 		abandoned[r.KeyHash] = r
 	}
 	now, until := base.Add(time.Minute), base.Add(time.Minute+leaseFor)
-	out := raceAll(takers, func(int) takeOver {
-		rs, err := s.TakeOverAbandoned(ctx, store.TakeOver{Now: now, LeaseUntil: until, Limit: keys})
-		return takeOver{rs, err}
+	out := raceAll(takers, func(int) takenBack {
+		rs, err := s.TakeOverAbandoned(ctx, takeOver{Now: now, LeaseUntil: until, Limit: keys})
+		return takenBack{rs, err}
 	})
 	seen := map[string]int{}
 	for i, o := range out {

@@ -14,7 +14,7 @@ import (
 // tombstoneFor is how long the suite's sweeps keep a tombstone.
 const tombstoneFor = 7 * 24 * time.Hour
 
-func testSweep(t *testing.T, open func(t *testing.T) store.Store) {
+func testSweep(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("TombstonesCompletedClientKeysPastRetention", func(t *testing.T) { sweepTombstonesCompletedClientKeysPastRetention(t, open) })
 
 	t.Run("DeletesTombstonesPastTheirWindow", func(t *testing.T) { sweepDeletesTombstonesPastTheirWindow(t, open) })
@@ -30,7 +30,7 @@ func testSweep(t *testing.T, open func(t *testing.T) store.Store) {
 
 // mustCreateKeyed creates an order of tenant at with a (derived or client)
 // key and returns the key's record.
-func mustCreateKeyed(t *testing.T, s store.Store, tenant, key string, at time.Time, derived bool) idempotency.Record {
+func mustCreateKeyed(t *testing.T, s *subject, tenant, key string, at time.Time, derived bool) idempotency.Record {
 	t.Helper()
 	o := newOrder(t, tenant, "cust-1", at)
 	r := newRecord(tenant, key, o.ID, at)
@@ -51,7 +51,7 @@ func tombstoneOf(r idempotency.Record) idempotency.Record {
 
 // assertSweep sweeps at now with tombstoneFor and limit and checks what it
 // did.
-func assertSweep(t *testing.T, s store.Store, now time.Time, limit int, want store.SweepResult) {
+func assertSweep(t *testing.T, s *subject, now time.Time, limit int, want store.SweepResult) {
 	t.Helper()
 	got, err := s.Sweep(t.Context(), now, tombstoneFor, limit)
 	if err != nil {
@@ -63,7 +63,7 @@ func assertSweep(t *testing.T, s store.Store, now time.Time, limit int, want sto
 }
 
 // sweepTombstonesCompletedClientKeysPastRetention checks: tombstones completed client keys past retention.
-func sweepTombstonesCompletedClientKeysPastRetention(t *testing.T, open func(t *testing.T) store.Store) {
+func sweepTombstonesCompletedClientKeysPastRetention(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	now := base.Add(idempotency.DefaultKeyTTL + time.Hour)
@@ -87,7 +87,7 @@ func sweepTombstonesCompletedClientKeysPastRetention(t *testing.T, open func(t *
 }
 
 // sweepDeletesTombstonesPastTheirWindow checks: deletes tombstones past their window.
-func sweepDeletesTombstonesPastTheirWindow(t *testing.T, open func(t *testing.T) store.Store) {
+func sweepDeletesTombstonesPastTheirWindow(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	r := mustCreateKeyed(t, s, "tenant-a", "key-1", base, false)
@@ -116,7 +116,7 @@ func sweepDeletesTombstonesPastTheirWindow(t *testing.T, open func(t *testing.T)
 }
 
 // sweepDeletesExpiredDerivedKeys checks: deletes expired derived keys.
-func sweepDeletesExpiredDerivedKeys(t *testing.T, open func(t *testing.T) store.Store) {
+func sweepDeletesExpiredDerivedKeys(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	now := base.Add(idempotency.DefaultDerivedKeyTTL)
@@ -134,7 +134,7 @@ func sweepDeletesExpiredDerivedKeys(t *testing.T, open func(t *testing.T) store.
 }
 
 // sweepDeletesExpiredRetryableFailures checks: deletes expired retryable failures.
-func sweepDeletesExpiredRetryableFailures(t *testing.T, open func(t *testing.T) store.Store) {
+func sweepDeletesExpiredRetryableFailures(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	now := base.Add(idempotency.DefaultKeyTTL + time.Hour)
@@ -149,7 +149,7 @@ func sweepDeletesExpiredRetryableFailures(t *testing.T, open func(t *testing.T) 
 }
 
 // sweepNeverSweepsLeasesOrUnknownOutcomes checks: never sweeps leases or unknown outcomes.
-func sweepNeverSweepsLeasesOrUnknownOutcomes(t *testing.T, open func(t *testing.T) store.Store) {
+func sweepNeverSweepsLeasesOrUnknownOutcomes(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	inProgress := mustAcquire(t, s, newClaim("tenant-a", "in-progress", order.NewID(), base))
@@ -170,7 +170,7 @@ func sweepNeverSweepsLeasesOrUnknownOutcomes(t *testing.T, open func(t *testing.
 }
 
 // sweepLimitBoundsEachStep checks: limit bounds each step.
-func sweepLimitBoundsEachStep(t *testing.T, open func(t *testing.T) store.Store) {
+func sweepLimitBoundsEachStep(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s := open(t)
 	var client, derived []idempotency.Record

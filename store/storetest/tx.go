@@ -14,7 +14,7 @@ import (
 // it returns nil, nothing when it returns an error, and nothing when a
 // guarded write fails — however the store sends the writes (PostgreSQL
 // pipelines them with the next read or the COMMIT).
-func testInTx(t *testing.T, open func(t *testing.T) store.Store) {
+func testInTx(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("CommitsOnNil", func(t *testing.T) { inTxCommitsOnNil(t, open) })
 
 	t.Run("RollsBackOnError", func(t *testing.T) { inTxRollsBackOnError(t, open) })
@@ -100,13 +100,14 @@ func testInTx(t *testing.T, open func(t *testing.T) store.Store) {
 }
 
 // inTxCommitsOnNil checks: commits on nil.
-func inTxCommitsOnNil(t *testing.T, open func(t *testing.T) store.Store) {
+func inTxCommitsOnNil(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
 	rec := newRecord("tenant-a", "tx-create", o.ID, base)
-	err := s.InTx(ctx, func(tx store.Executor) error {
-		held, err := tx.CreateOrder(ctx, &rec, o)
+	claim := claimOf(rec)
+	err := s.inTxAt(ctx, rec.CreatedAt, func(tx store.Executor) error {
+		held, err := tx.CreateOrder(ctx, &claim, o)
 		if err != nil || held != nil {
 			t.Errorf("CreateOrder in tx = %v, %v; want nil, nil", held, err)
 		}
@@ -125,14 +126,15 @@ func inTxCommitsOnNil(t *testing.T, open func(t *testing.T) store.Store) {
 }
 
 // inTxRollsBackOnError checks: rolls back on error.
-func inTxRollsBackOnError(t *testing.T, open func(t *testing.T) store.Store) {
+func inTxRollsBackOnError(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
 	rec := newRecord("tenant-a", "tx-create", o.ID, base)
 	boom := errors.New("boom")
-	err := s.InTx(ctx, func(tx store.Executor) error {
-		if _, err := tx.CreateOrder(ctx, &rec, o); err != nil {
+	claim := claimOf(rec)
+	err := s.inTxAt(ctx, rec.CreatedAt, func(tx store.Executor) error {
+		if _, err := tx.CreateOrder(ctx, &claim, o); err != nil {
 			return err
 		}
 		if _, err := tx.GetOrder(ctx, "tenant-a", o.ID); err != nil {
@@ -148,7 +150,7 @@ func inTxRollsBackOnError(t *testing.T, open func(t *testing.T) store.Store) {
 }
 
 // inTxGuardErrorSurfacesByCommit checks: guard error surfaces by commit.
-func inTxGuardErrorSurfacesByCommit(t *testing.T, open func(t *testing.T) store.Store) {
+func inTxGuardErrorSurfacesByCommit(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
@@ -167,7 +169,7 @@ func inTxGuardErrorSurfacesByCommit(t *testing.T, open func(t *testing.T) store.
 }
 
 // inTxCompareAndSetOrder checks: compare and set order.
-func inTxCompareAndSetOrder(t *testing.T, open func(t *testing.T) store.Store) {
+func inTxCompareAndSetOrder(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
 	s, ctx := open(t), t.Context()
 	o := newOrder(t, "tenant-a", "cust-1", base)
