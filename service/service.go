@@ -81,8 +81,10 @@ type Config struct {
 	// (default 10m).
 	DerivedKeyTTL time.Duration
 	// LeaseDuration is how long a request holds its key while it calls a
-	// provider (default 30s). It must exceed the providers' timeouts, so a
-	// live request's lease never lapses mid-call.
+	// provider (default 30s), from the database's clock when phase 1 runs;
+	// the holder bounds its own work by it on its monotonic clock from
+	// before then. It must exceed the providers' timeouts, so a live
+	// request's lease never lapses mid-call.
 	LeaseDuration time.Duration
 	// MaxWait caps how long a request may wait for a concurrent duplicate
 	// (Prefer: wait; default 10s).
@@ -106,7 +108,10 @@ type Config struct {
 	// questions about one unknown outcome: the n-th takeover defers the next
 	// by min(CompleterBackoff·2^n, CompleterMaxBackoff) (defaults 5s, 10m).
 	CompleterBackoff, CompleterMaxBackoff time.Duration
-	// Now is the clock (default time.Now).
+	// Now is this instance's clock (default time.Now): order, attempt and
+	// event timestamps, and the hours-long ages compared with them
+	// (UnresolvedAfter). Leases, key expiry and every schedule another
+	// instance must agree on are decided on the database's clock instead.
 	Now func() time.Time
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger

@@ -30,7 +30,8 @@ type Config struct {
 	Timeout time.Duration
 	// Lease is how long an instance holds a delivery it is sending; it
 	// must exceed Timeout (default Timeout + 5s, time enough to record the
-	// outcome). Past it another instance may send it again.
+	// outcome). Past it, on the database's clock, another instance may
+	// send it again; retries are scheduled on that clock too.
 	Lease time.Duration
 	// BaseBackoff and MaxBackoff bound the exponential backoff: attempt n
 	// waits a uniformly random time in [0, min(MaxBackoff, BaseBackoff ×
@@ -39,7 +40,8 @@ type Config struct {
 	// Batch is how many deliveries one pass leases and sends concurrently
 	// (default 16).
 	Batch int
-	// Now is the clock (default time.Now).
+	// Now is this instance's clock (default time.Now): signature
+	// timestamps, Retry-After dates and the retry window.
 	Now func() time.Time
 	// Logger receives delivery logs (default slog.Default()).
 	Logger *slog.Logger
