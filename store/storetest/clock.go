@@ -107,10 +107,10 @@ func (s *subject) Sweep(ctx context.Context, now time.Time, tombstoneFor time.Du
 	return s.Store.Sweep(ctx, tombstoneFor, limit)
 }
 
-// inTxAt is *subject.InTx at now.
+// inTxAt is store.Store.InTx at now.
 func (s *subject) inTxAt(ctx context.Context, now time.Time, fn func(tx store.Executor) error) error {
 	s.at(now)
-	return s.Store.InTx(ctx, fn)
+	return s.InTx(ctx, fn)
 }
 
 // wrap returns the subject of a store whose database follows clk.
