@@ -242,7 +242,7 @@ func testDropCompleterOnly(t *testing.T, e *env) {
 
 // killTimings give pm_fault_latency (2s at paysim) room within the provider
 // timeout, and a lease the completer waits out after a crash.
-var killTimings = orderdTimings{providerTimeout: 3 * time.Second, lease: 4 * time.Second, completer: 200 * time.Millisecond}
+var killTimings = orderdTimings{providerTimeout: 3 * time.Second, lease: 7 * time.Second, completer: 200 * time.Millisecond}
 
 const completerLog = `"msg":"completer finished an abandoned request"`
 
@@ -288,7 +288,7 @@ func testKillBeforeCommit(t *testing.T, e *env) {
 	}
 	od2 := startOrderd(t, "orderd-kill-a2", dbURL, e.paysim.addr, killTimings)
 	fr.api = fr.apiFor(od2.addr)
-	// paysim's 2s wait has passed, the 4s lease has not: nothing was charged.
+	// paysim's 2s wait has passed, the 7s lease has not: nothing was charged.
 	time.Sleep(time.Until(t0.Add(3 * time.Second)))
 	if c := e.psa.captures(t, o.ID); c != 0 {
 		t.Errorf("paysim captured %d times although orderd died during the latency, want 0", c)

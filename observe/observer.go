@@ -100,7 +100,8 @@ func (o *Observer) CompleterPass(d time.Duration, _ int, b store.WorkBacklog, ok
 	o.m.attention.Set(float64(b.NeedsAttention))
 	lag := 0.0
 	if !b.OldestUnswept.IsZero() {
-		lag = max(0, time.Since(b.OldestUnswept).Seconds())
+		// Both on the database's clock when the store says it.
+		lag = max(0, dbNowOr(b.Now).Sub(b.OldestUnswept).Seconds())
 	}
 	o.m.sweeperLag.Set(lag)
 }
@@ -109,4 +110,13 @@ func (o *Observer) CompleterPass(d time.Duration, _ int, b store.WorkBacklog, ok
 func (o *Observer) SweepPass(res store.SweepResult) {
 	o.m.sweptKeys.WithLabelValues("tombstoned").Add(float64(res.Tombstoned))
 	o.m.sweptKeys.WithLabelValues("deleted").Add(float64(res.Deleted))
+}
+
+// dbNowOr returns now, the database's clock as a store read it, or this
+// process's clock when the store did not say.
+func dbNowOr(now time.Time) time.Time {
+	if now.IsZero() {
+		return time.Now()
+	}
+	return now
 }

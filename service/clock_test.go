@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,13 +15,15 @@ import (
 )
 
 // skewedInstance is another instance on f's store whose clock reads f's
-// database clock plus skew (an hour ahead, or behind), with f's lease.
-func skewedInstance(t *testing.T, f *fixture, skew time.Duration) *service.Service {
+// database clock plus skew (an hour ahead, or behind), with f's lease and
+// retention, and group commit when groupCommit.
+func skewedInstance(t *testing.T, f *fixture, skew time.Duration, groupCommit ...bool) *service.Service {
 	t.Helper()
 	s := service.New(f.st, f.gw, simulator.NewWarehouse(), service.Config{
 		KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
 		LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second,
-		Now: func() time.Time { return f.clk.Now().Add(skew) },
+		Now:         func() time.Time { return f.clk.Now().Add(skew) },
+		GroupCommit: len(groupCommit) > 0 && groupCommit[0],
 	})
 	t.Cleanup(s.Close)
 	return s
@@ -99,4 +102,73 @@ func TestSkewedInstancesAgreeOnLeases(t *testing.T) {
 			t.Errorf("order = %s (%v), want PAID", got.State, err)
 		}
 	})
+}
+
+// TestSkewedInstancesJudgeKeyExpiryOnTheDatabasesClock: whether a create's
+// key has expired, what GET /v1/idempotency-keys says of it, and the
+// Idempotency-Key expiry a create answers with are decided on the
+// database's clock, like the leases. An instance an hour ahead replays a
+// live key (a double click without a key, a client's retry) and reports it
+// completed; an instance an hour behind refuses a key that expired on the
+// database's clock. Both with and without group commit. (Found by a
+// review with real processes: the instance ahead told a client that never
+// sent a key that its key had expired, inviting a second order.)
+func TestSkewedInstancesJudgeKeyExpiryOnTheDatabasesClock(t *testing.T) {
+	for _, gc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("groupcommit=%t", gc), func(t *testing.T) {
+			eachStore(t, func(t *testing.T, f *fixture) {
+				ctx := context.Background()
+				ahead, behind := skewedInstance(t, f, time.Hour, gc), skewedInstance(t, f, -time.Hour, gc)
+
+				// A double click without a key (a derived key, kept 10
+				// minutes): the first on the instance on time, the second on
+				// the one ahead, one second later.
+				derived := idempotency.Key{Value: "derived-1", Fingerprint: "fp-derived-1", Derived: true}
+				first, err := f.svc.Create(ctx, "t1", derived, input)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.clk.Advance(time.Second)
+				res, err := ahead.Create(ctx, "t1", derived, input)
+				if err != nil || !res.Replayed || res.Order.ID != first.Order.ID {
+					t.Errorf("double click on the instance an hour ahead = replayed %t, order %s, %v; want a replay of %s",
+						res.Replayed, res.Order.ID, err, first.Order.ID)
+				}
+
+				// A client key (kept an hour) created on the instance ahead:
+				// its expiry is the database's, and a replay says the same.
+				k := key("create-1")
+				created := f.clk.Now()
+				first, err = ahead.Create(ctx, "t1", k, input)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := created.Add(time.Hour); !first.KeyExpiresAt.Equal(want) {
+					t.Errorf("create on the instance an hour ahead: key expires %s, want %s (the database's clock)", first.KeyExpiresAt, want)
+				}
+				// Retried 30 minutes later on the instance ahead: live.
+				f.clk.Advance(30 * time.Minute)
+				res, err = ahead.Create(ctx, "t1", k, input)
+				if err != nil || !res.Replayed || res.Order.ID != first.Order.ID || !res.KeyExpiresAt.Equal(first.KeyExpiresAt) {
+					t.Errorf("retry on the instance an hour ahead = replayed %t, expires %s, %v; want a replay of %s expiring %s",
+						res.Replayed, res.KeyExpiresAt, err, first.Order.ID, first.KeyExpiresAt)
+				}
+				if info, err := ahead.KeyStatus(ctx, "t1", k.Value); err != nil || info.State != service.KeyCompleted {
+					t.Errorf("KeyStatus on the instance an hour ahead = %q, %v; want completed", info.State, err)
+				}
+
+				// 31 minutes later the key expired on the database's clock
+				// (the sweeper has not run): the instance behind says so.
+				f.clk.Advance(31 * time.Minute)
+				_, err = behind.Create(ctx, "t1", k, input)
+				var e *apperr.Error
+				if !errors.As(err, &e) || e.Code != apperr.EKeyExpired {
+					t.Errorf("retry of an expired key on the instance an hour behind = %v; want EKeyExpired", err)
+				}
+				if info, err := behind.KeyStatus(ctx, "t1", k.Value); err != nil || info.State != service.KeyExpired {
+					t.Errorf("KeyStatus on the instance an hour behind = %q, %v; want expired", info.State, err)
+				}
+			})
+		})
+	}
 }

@@ -163,7 +163,9 @@ func (g *groupCommit) write(group []*createCall) {
 		h := held[u]
 		if h == nil {
 			won := unique[u]
-			h = &store.Holder{Record: won.Key.Record, Order: &won.Order}
+			// The winner's key as stored: CreateOrders set its times on
+			// the database's clock, which then read CreatedAt.
+			h = &store.Holder{Record: won.Key.Record, Order: &won.Order, Now: won.Key.CreatedAt}
 		}
 		c.done <- createResult{held: h}
 	}

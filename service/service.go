@@ -287,7 +287,7 @@ func (s *Service) Create(ctx context.Context, tenantID string, key idempotency.K
 		return Result{}, err
 	}
 	if held != nil {
-		res, err := s.held(ctx, key, *held, now)
+		res, err := s.held(ctx, key, *held, dbNow(held.Now, now))
 		s.observeHeld(idempotency.OpCreate, res, err)
 		return res, err
 	}
@@ -399,6 +399,15 @@ func (s *Service) claim(tenantID string, key idempotency.Key, now time.Time, op 
 		TenantID: tenantID, KeyHash: idempotency.HashKey(key.Value), Fingerprint: key.Fingerprint,
 		Derived: key.Derived, Operation: op, ResourceID: resourceID, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}, TTL: ttl, Lease: s.cfg.LeaseDuration}
+}
+
+// dbNow returns the database's clock as a store read it, or, when the
+// store could not say (zero), this instance's fallback.
+func dbNow(read, fallback time.Time) time.Time {
+	if read.IsZero() {
+		return fallback
+	}
+	return read
 }
 
 func expiry(r *store.Claim) time.Time {

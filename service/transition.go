@@ -155,11 +155,7 @@ func (s *Service) leased(ctx context.Context, c Call, ev order.Event, check func
 	if !st.Acquired {
 		// The holder's lease (Retry-After) and the key's expiry are
 		// judged on the database's clock as phase 1 read it.
-		dbNow := now
-		if !st.Now.IsZero() {
-			dbNow = st.Now
-		}
-		res, err := s.held(ctx, key, store.Holder{Record: st.Key, Order: st.Order}, dbNow)
+		res, err := s.held(ctx, key, store.Holder{Record: st.Key, Order: st.Order}, dbNow(st.Now, now))
 		s.observeHeld(op, res, err)
 		return res, err
 	}

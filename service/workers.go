@@ -160,7 +160,13 @@ func (s *Service) KeyStatus(ctx context.Context, tenantID, key string) (KeyInfo,
 	info := KeyInfo{State: KeyState(r.State), ExpiresAt: r.ExpiresAt, ResourceID: r.ResourceID, Operation: r.Operation}
 	if r.State == idempotency.StateCompleted {
 		info.ErrorCode = r.ErrorCode
-		if r.Expired(s.cfg.Now()) {
+		// Expired on the database's clock, as a retry of the key would
+		// find it.
+		now, err := s.store.Now(ctx)
+		if err != nil {
+			return KeyInfo{}, err
+		}
+		if r.Expired(now) {
 			info.State, info.ErrorCode = KeyExpired, ""
 		}
 	}

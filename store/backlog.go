@@ -18,12 +18,14 @@ type WorkBacklog struct {
 	Abandoned int
 	// OldestUnswept is the retention end (ExpiresAt) of the oldest
 	// completed client key past retention that the sweeper has not yet
-	// tombstoned; zero when there is none. Now minus it is the sweeper's
-	// lag.
+	// tombstoned; zero when there is none.
 	OldestUnswept time.Time
 	// NeedsAttention is the number of provider attempts parked for a
 	// person (unresolved past the provider's key retention).
 	NeedsAttention int
+	// Now is the database's clock when the backlog was counted: Now minus
+	// OldestUnswept is the sweeper's lag.
+	Now time.Time
 }
 
 // BacklogCounter is implemented by stores that can count their WorkBacklog.

@@ -241,10 +241,13 @@ type SweepResult struct {
 // Holder is the record of a key that another request claimed, with the
 // current state of the order it names (nil when there is none, such as a
 // stored 404-free error on a deleted order), so a replay needs no second
-// read.
+// read. Now is the database's clock as the claim that found the holder
+// read it, so the caller judges the key's expiry on that clock (zero in the
+// rare case the store could not say; the caller then uses its own).
 type Holder struct {
 	idempotency.Record
 	Order *order.Order
+	Now   time.Time
 }
 
 // NewOrder is one create of a group commit: the key to claim as completed
@@ -320,9 +323,10 @@ type Started struct {
 // (internal).
 type Executor interface {
 	// CreateOrder claims key (if non-nil, as completed, kept key.TTL) and
-	// inserts o, atomically, in one round trip. If the key is already held
-	// it writes nothing and returns the holder with its order's current
-	// state. An expired derived key is taken over.
+	// inserts o, atomically, in one round trip; it then sets key.CreatedAt
+	// and key.ExpiresAt to what it stored (the database's clock). If the
+	// key is already held it writes nothing and returns the holder with
+	// its order's current state. An expired derived key is taken over.
 	CreateOrder(ctx context.Context, key *Claim, o order.Order) (held *Holder, err error)
 
 	// AcquireLease claims claim's key in progress, leased for claim.Lease,
@@ -405,6 +409,10 @@ type Executor interface {
 	// deleted.
 	Sweep(ctx context.Context, tombstoneFor time.Duration, limit int) (SweepResult, error)
 
+	// Now reads the database's clock: the one every lease, expiry and
+	// schedule is decided on.
+	Now(ctx context.Context) (time.Time, error)
+
 	// LookupKey returns the record of (tenantID, keyHash) in any state, or
 	// ErrNotFound. keyHash is idempotency.HashKey of the key.
 	LookupKey(ctx context.Context, tenantID, keyHash string) (idempotency.Record, error)
@@ -463,8 +471,9 @@ type Store interface {
 	StartLeased(ctx context.Context, claim Claim, intent Intent) (Started, error)
 
 	// CreateOrders is CreateOrder for a group of creates in one transaction
-	// (group commit): result i is nil when batch[i] was created, or the
-	// holder of its key. Keys must be distinct within batch (the caller
+	// (group commit): result i is nil when batch[i] was created (its key's
+	// CreatedAt and ExpiresAt then set to what was stored), or the holder
+	// of its key. Keys must be distinct within batch (the caller
 	// resolves duplicates); a create without a key always inserts. An
 	// error means nothing of the batch was committed.
 	CreateOrders(ctx context.Context, batch []NewOrder) ([]*Holder, error)

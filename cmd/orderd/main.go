@@ -197,7 +197,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.PaymentURL, "payment-url", "", "base URL of an HTTP payment provider (paysim); empty uses the built-in simulator")
 	fs.StringVar(&c.WarehouseURL, "warehouse-url", "", "base URL of an HTTP warehouse (paysim); empty uses -payment-url, or the built-in simulator")
 	fs.DurationVar(&c.ProviderTimeout, "provider-timeout", 10*time.Second, "timeout of one provider call")
-	fs.DurationVar(&c.LeaseDuration, "lease", service.DefaultLeaseDuration, "how long a request holds its idempotency key while calling a provider; must exceed -provider-timeout")
+	fs.DurationVar(&c.LeaseDuration, "lease", service.DefaultLeaseDuration, "how long a request holds its idempotency key while calling a provider; must exceed twice -provider-timeout (a resumed unknown outcome asks the provider, then calls it)")
 	fs.DurationVar(&c.MaxWait, "max-wait", service.DefaultMaxWait, "cap on Prefer: wait for a concurrent duplicate")
 	fs.DurationVar(&c.TombstoneTTL, "idempotency-tombstone-ttl", service.DefaultTombstoneTTL, "how long an expired key's tombstone is kept")
 	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
@@ -243,8 +243,13 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	if c.UnresolvedAfter <= c.LeaseDuration || c.CompleterParallel < 1 {
 		return c, errors.New("-unresolved-after (ORDERD_UNRESOLVED_AFTER) must exceed -lease, and -completer-parallel (ORDERD_COMPLETER_PARALLEL) be at least 1")
 	}
-	if c.ProviderTimeout <= 0 || c.LeaseDuration <= c.ProviderTimeout {
-		return c, errors.New("-lease (ORDERD_LEASE) must exceed -provider-timeout (ORDERD_PROVIDER_TIMEOUT), both positive")
+	// A holder of a resumed unknown outcome asks the provider, then may
+	// call it: two calls, each up to the provider timeout, within one
+	// lease, or every holder runs out of lease mid-call and the key is
+	// taken over again and again.
+	if c.ProviderTimeout <= 0 || c.LeaseDuration <= 2*c.ProviderTimeout {
+		return c, fmt.Errorf("-lease (ORDERD_LEASE, %s) must exceed twice -provider-timeout (ORDERD_PROVIDER_TIMEOUT, %s), both positive: "+
+			"a resumed unknown outcome asks the provider and then calls it within one lease", c.LeaseDuration, c.ProviderTimeout)
 	}
 	if c.CompleterInterval <= 0 || c.SweepInterval <= 0 {
 		return c, errors.New("-completer-interval (ORDERD_COMPLETER_INTERVAL) and -sweep-interval (ORDERD_SWEEP_INTERVAL) must be positive")

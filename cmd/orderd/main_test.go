@@ -394,6 +394,8 @@ func TestParseConfigLoadBounds(t *testing.T) {
 		{"lock timeout not below statement timeout", "ORDERD_DB_LOCK_TIMEOUT", "5s"},
 		{"unresolved age within a lease", "ORDERD_UNRESOLVED_AFTER", "30s"},
 		{"no completer worker", "ORDERD_COMPLETER_PARALLEL", "0"},
+		// Two provider calls (a lookup, then the call) must fit in a lease.
+		{"lease within two provider timeouts", "ORDERD_LEASE", "20s"},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
 			t.Setenv(tc.env, tc.value)

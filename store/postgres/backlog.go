@@ -13,7 +13,7 @@ import (
 // completer and the sweeper (idempotency_keys_recovery_idx,
 // idempotency_keys_expires_idx), so it reads no more rows than it counts.
 const backlog = `
-SELECT (SELECT count(*) FROM idempotency_keys WHERE state = 'unknown_outcome'),
+SELECT orderly_now(), (SELECT count(*) FROM idempotency_keys WHERE state = 'unknown_outcome'),
        (SELECT count(*) FROM idempotency_keys
          WHERE (state = 'in_progress' AND locked_until <= orderly_now()) OR state = 'unknown_outcome'),
        (SELECT min(expires_at) FROM idempotency_keys
@@ -23,12 +23,13 @@ SELECT (SELECT count(*) FROM idempotency_keys WHERE state = 'unknown_outcome'),
 func (s *Store) Backlog(ctx context.Context) (store.WorkBacklog, error) {
 	var b store.WorkBacklog
 	var oldest *time.Time
-	err := s.pool.QueryRow(ctx, backlog).Scan(&b.UnknownOutcomes, &b.Abandoned, &oldest)
+	err := s.pool.QueryRow(ctx, backlog).Scan(&b.Now, &b.UnknownOutcomes, &b.Abandoned, &oldest)
 	if err == pgx.ErrNoRows {
 		err = nil
 	}
 	if oldest != nil {
 		b.OldestUnswept = oldest.UTC()
 	}
+	b.Now = b.Now.UTC()
 	return b, translate(err)
 }

@@ -58,19 +58,26 @@ func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Ord
 		}
 		return nil
 	})
+	now = now.UTC()
 	switch {
 	case err != nil:
 		return nil, translate(err)
 	case claimed:
+		key.CreatedAt, key.ExpiresAt = now, now.Add(k.TTL)
 		return nil, nil
 	case held != nil && !replaceable(held.Record, k.Derived, now):
+		held.Now = now
 		return held, nil
 	}
 	// The holder committed after this statement's snapshot was taken (a
 	// new key, or an expired derived key another create took over): the
 	// statement saw no row, or the row as it was. Read it now. A claim that
 	// lost only ever loses to a committed row, so it is there.
-	return store.ReadHolder(ctx, e, k.TenantID, k.KeyHash)
+	held, err = store.ReadHolder(ctx, e, k.TenantID, k.KeyHash)
+	if held != nil {
+		held.Now = now
+	}
+	return held, err
 }
 
 // AcquireLease implements store.Executor in one statement, plus a read of
@@ -242,6 +249,17 @@ func (e executor) count(ctx context.Context, sql string, args ...any) (int, erro
 			return err
 		})
 	return n, translate(err)
+}
+
+// Now implements store.Executor: one read of orderly_now().
+func (e executor) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := e.db.query(ctx, `SELECT orderly_now()`, nil, func(rows pgx.Rows) error {
+		v, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[time.Time])
+		now = v
+		return err
+	})
+	return now.UTC(), translate(err)
 }
 
 // LookupKey implements store.Executor.

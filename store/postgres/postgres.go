@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -189,14 +190,16 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 		}
 	}
 	type tk struct{ tenant, hash string }
-	claimed := map[tk]bool{}
+	claimed := map[tk]time.Time{} // when each claimed key was created
+	var now time.Time             // the database's clock, from any row read
 	collectClaimed := func(rows pgx.Rows) error {
 		for rows.Next() {
 			var k tk
-			if err := rows.Scan(&k.tenant, &k.hash); err != nil {
+			var created time.Time
+			if err := rows.Scan(&k.tenant, &k.hash, &created); err != nil {
 				return err
 			}
-			claimed[k] = true
+			claimed[k], now = created.UTC(), created.UTC()
 		}
 		return nil
 	}
@@ -219,7 +222,7 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 			for rows.Next() {
 				var kc keyCols
 				var oc orderCols
-				if err := rows.Scan(targets(kc.targets(), oc.targets())...); err != nil {
+				if err := rows.Scan(targets([]any{&now}, kc.targets(), oc.targets())...); err != nil {
 					return err
 				}
 				r, _ := kc.record()
@@ -239,7 +242,9 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 	for _, m := range []*manyArgs{&client, &derived} {
 		for j, i := range m.at {
 			k := tk{m.tenants[j], m.hashes[j]}
-			if claimed[k] {
+			if created, ok := claimed[k]; ok {
+				key := batch[i].Key
+				key.CreatedAt, key.ExpiresAt = created, created.Add(key.TTL)
 				continue
 			}
 			h := held[k]
@@ -251,6 +256,7 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 					return nil, err
 				}
 			}
+			h.Now = now.UTC()
 			out[i] = h
 		}
 	}

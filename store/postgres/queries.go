@@ -381,7 +381,7 @@ WHERE k.tenant_id = $1 AND k.key_hash = $2`
 // customers, $4 currencies, $5 items as JSON text, $6 amounts, $7 states,
 // $8 versions, $9 created; $10 key hashes, $11 fingerprints, $12 derived,
 // $13 operations, $14 retention in microseconds, from orderly_now()) and
-// returns the key hashes (with tenants) it claimed, with the order.created
+// returns the key hashes (with tenants and created_at) it claimed, with the order.created
 // event of each order it inserted ($15 event ids, $16 event created, $17
 // bodies). Keys are distinct within a call.
 func claimMany(onConflict string) string {
@@ -399,7 +399,7 @@ WITH input AS (
            orderly_now(), orderly_now() + ttl_us * interval '1 microsecond'
     FROM input
     ON CONFLICT (tenant_id, key_hash) ` + onConflict + `
-    RETURNING tenant_id, key_hash, resource_id
+    RETURNING tenant_id, key_hash, resource_id, created_at
 ), created AS (
     INSERT INTO orders (` + orderColumns + `)
     SELECT i.id, i.tenant_id, i.customer_id, i.currency, i.items::jsonb, i.amount, i.state, i.version,
@@ -408,7 +408,7 @@ WITH input AS (
     RETURNING id
 ), ` + appendEvents(`SELECT i.event_id, i.tenant_id, i.id, i.version, 'order.created', i.event_at, i.event_body
     FROM input i JOIN created c ON c.id = i.id`) + `
-SELECT tenant_id, key_hash FROM claim`
+SELECT tenant_id, key_hash, created_at FROM claim`
 }
 
 var (
@@ -440,9 +440,10 @@ WITH input AS (
     FROM input i JOIN created c ON c.id = i.id`) + `
 SELECT 1`
 
-// readHolders reads the keys ($1 tenants, $2 key hashes) with their orders.
+// readHolders reads the keys ($1 tenants, $2 key hashes) with their orders,
+// and the database's clock.
 var readHolders = `
-SELECT ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `
+SELECT orderly_now(), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `
 FROM unnest($1::text[], $2::text[]) AS want(tenant_id, key_hash)
 JOIN idempotency_keys k ON k.tenant_id = want.tenant_id AND k.key_hash = want.key_hash
 LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id`

@@ -17,9 +17,10 @@ SELECT (SELECT count(*) FROM idempotency_keys WHERE state = 'unknown_outcome'),
 
 // Backlog implements store.BacklogCounter in one statement.
 func (s *Store) Backlog(ctx context.Context) (store.WorkBacklog, error) {
-	var b store.WorkBacklog
+	now := s.now()
+	b := store.WorkBacklog{Now: fromMicros(now)}
 	var oldest sql.NullInt64
-	err := s.db.QueryRowContext(ctx, backlog, s.now()).Scan(&b.UnknownOutcomes, &b.Abandoned, &oldest)
+	err := s.db.QueryRowContext(ctx, backlog, now).Scan(&b.UnknownOutcomes, &b.Abandoned, &oldest)
 	if oldest.Valid {
 		b.OldestUnswept = fromMicros(oldest.Int64)
 	}

@@ -132,8 +132,13 @@ func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Ord
 		if n, err := res.RowsAffected(); err != nil {
 			return nil, translate(err)
 		} else if n == 0 {
-			return store.ReadHolder(ctx, e, k.TenantID, k.KeyHash)
+			held, err := store.ReadHolder(ctx, e, k.TenantID, k.KeyHash)
+			if held != nil {
+				held.Now = fromMicros(now)
+			}
+			return held, err
 		}
+		key.CreatedAt, key.ExpiresAt = fromMicros(now), fromMicros(now+k.TTL.Microseconds())
 	}
 	if _, err = e.c.ExecContext(ctx, insertOrder, orderArgs(o, items)...); err != nil {
 		return nil, translate(err)
@@ -324,6 +329,9 @@ func (e executor) Sweep(ctx context.Context, tombstoneFor time.Duration, limit i
 	res.Deleted = int(n)
 	return res, nil
 }
+
+// Now implements store.Executor: the store's clock.
+func (e executor) Now(context.Context) (time.Time, error) { return fromMicros(e.now()), nil }
 
 // LookupKey implements store.Executor.
 func (e executor) LookupKey(ctx context.Context, tenantID, key string) (idempotency.Record, error) {

@@ -133,6 +133,10 @@ func Run(t *testing.T, openAt func(t *testing.T, clk *testclock.Clock) store.Sto
 		t.Parallel()
 		testBacklog(t, open)
 	})
+	t.Run("DatabaseClock", func(t *testing.T) {
+		t.Parallel()
+		testDatabaseClock(t, open)
+	})
 }
 
 func testCreateOrder(t *testing.T, open func(t *testing.T) *subject) {
