@@ -32,6 +32,13 @@ func TestCompleterPassSetsTheBacklogGauges(t *testing.T) {
 	if got := testutil.ToFloat64(m.sweeperLag); got < 3600 {
 		t.Errorf("orderly_idempotency_sweeper_lag_seconds = %v, want at least 3600", got)
 	}
+	// On the database's clock when the store says it: a store an hour
+	// behind this process reports the lag it sees, not an hour more.
+	dbNow := time.Now().Add(-time.Hour)
+	o.CompleterPass(time.Millisecond, 0, store.WorkBacklog{Abandoned: 5, Now: dbNow, OldestUnswept: dbNow.Add(-90 * time.Second)}, true)
+	if got := testutil.ToFloat64(m.sweeperLag); got != 90 {
+		t.Errorf("sweeper lag with the database's clock = %v, want 90 (its now minus the oldest unswept)", got)
+	}
 	o.CompleterPass(time.Millisecond, 0, store.WorkBacklog{}, false)
 	if got := testutil.ToFloat64(m.backlog); got != 5 {
 		t.Errorf("a pass that could not count changed the backlog to %v", got)

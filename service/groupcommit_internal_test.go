@@ -187,5 +187,36 @@ func (s *Service) answer(ctx context.Context, c *createCall, r createResult) (Re
 		return Result{Order: c.req.Order}, nil
 	}
 	k := c.req.Key
-	return s.held(ctx, idempotency.Key{Value: "K", Fingerprint: k.Fingerprint, Derived: k.Derived}, *r.held, time.Now())
+	return s.held(ctx, idempotency.Key{Value: "K", Fingerprint: k.Fingerprint, Derived: k.Derived}, *r.held, dbNow(r.held.Now, s.cfg.Now()))
+}
+
+// TestGroupDuplicateIsJudgedOnTheDatabasesClock: a duplicate within one
+// group (a double click without a key, a derived key kept 10 minutes), on
+// an instance whose clock runs an hour ahead, replays: its holder carries
+// the database's clock (the winner's stored CreatedAt), not the
+// instance's, which says the key expired 50 minutes ago. (From a review.)
+func TestGroupDuplicateIsJudgedOnTheDatabasesClock(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			st := openStore(t, kind)
+			svc := New(st, nil, nil, Config{DerivedKeyTTL: 10 * time.Minute,
+				Now: func() time.Time { return time.Now().Add(time.Hour) }})
+			t.Cleanup(svc.Close)
+			g := &groupCommit{store: st, max: 64}
+			k := idempotency.Key{Value: "K", Fingerprint: "fp-1", Derived: true}
+			first, same := svc.call(t, k, "c1"), svc.call(t, k, "c2")
+			g.write([]*createCall{first, same})
+			if r := <-first.done; r.err != nil || r.held != nil {
+				t.Fatalf("first = %+v, %v; want created", r.held, r.err)
+			}
+			r := <-same.done
+			if r.err != nil || r.held == nil || r.held.Now.IsZero() {
+				t.Fatalf("duplicate = %+v, %v; want the winner as holder, with the database's clock", r.held, r.err)
+			}
+			res, err := svc.answer(t.Context(), same, r)
+			if err != nil || !res.Replayed || res.Order.ID != first.req.Order.ID {
+				t.Errorf("duplicate = %+v, %v; want a replay of %s", res, err, first.req.Order.ID)
+			}
+		})
+	}
 }

@@ -324,7 +324,8 @@ type Started struct {
 type Executor interface {
 	// CreateOrder claims key (if non-nil, as completed, kept key.TTL) and
 	// inserts o, atomically, in one round trip; it then sets key.CreatedAt
-	// and key.ExpiresAt to what it stored (the database's clock). If the
+	// and key.ExpiresAt to what it stored (the database's clock; inside a
+	// transaction, what is stored if it commits). If the
 	// key is already held it writes nothing and returns the holder with
 	// its order's current state. An expired derived key is taken over.
 	CreateOrder(ctx context.Context, key *Claim, o order.Order) (held *Holder, err error)
@@ -410,7 +411,9 @@ type Executor interface {
 	Sweep(ctx context.Context, tombstoneFor time.Duration, limit int) (SweepResult, error)
 
 	// Now reads the database's clock: the one every lease, expiry and
-	// schedule is decided on.
+	// schedule is decided on. Inside a transaction it is the clock the
+	// transaction's statements decide on (on PostgreSQL the transaction's
+	// start).
 	Now(ctx context.Context) (time.Time, error)
 
 	// LookupKey returns the record of (tenantID, keyHash) in any state, or

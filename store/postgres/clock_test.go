@@ -13,7 +13,8 @@ import (
 
 // TestLeasesRunOnTheServersClock checks the production clock, orderly_now()
 // as migrated (no test clock): a key is created, expires and is leased on
-// the server's clock whatever the caller's clock says, a live lease is not
+// the server's clock whatever the caller's clock says (and Now and a
+// create's claim report that clock), a live lease is not
 // taken over by a caller whose clock says it ran out, and a lease that ran
 // out on the server's clock is taken over by a caller whose clock says it
 // has a day left. The last step waits for the server's clock to pass a
@@ -68,6 +69,32 @@ func TestLeasesRunOnTheServersClock(t *testing.T) {
 	// Nor does the completer take it.
 	if recs, err := s.TakeOverAbandoned(ctx, store.TakeOver{Lease: time.Hour, Limit: 10}); err != nil || len(recs) != 0 {
 		t.Fatalf("TakeOverAbandoned of a live lease = %d keys, %v; want none", len(recs), err)
+	}
+
+	// Now, and a create's claim, read the server's clock too.
+	before = serverNow()
+	now, err := s.Now(ctx)
+	created := skewed(store.Claim{Record: idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey("create-1"),
+		Fingerprint: "fp-c", Operation: idempotency.OpCreate}, TTL: time.Hour}, 365*24*time.Hour)
+	o, oerr := order.New("t1", order.NewOrderInput{CustomerID: "c1", Currency: "EUR",
+		Items: []order.Item{{SKU: "s", Quantity: 1, UnitPrice: 100}}}, time.Now())
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	created.ResourceID = o.ID
+	h, cerr := s.CreateOrder(ctx, &created, o)
+	after = serverNow()
+	if err != nil || cerr != nil || h != nil {
+		t.Fatalf("Now = %v; CreateOrder = %v, %v", err, h, cerr)
+	}
+	for name, at := range map[string]time.Time{"Now": now, "the create's CreatedAt": created.CreatedAt} {
+		if at.Before(before.Truncate(time.Microsecond)) || at.After(after) {
+			t.Errorf("%s = %s, want the server's clock, between %s and %s", name, at, before, after)
+		}
+	}
+	if stored, err := s.LookupKey(ctx, "t1", created.KeyHash); err != nil ||
+		!stored.CreatedAt.Equal(created.CreatedAt) || !stored.ExpiresAt.Equal(created.ExpiresAt) {
+		t.Errorf("stored key = %+v, %v; want the times CreateOrder reported, %s and %s", stored, err, created.CreatedAt, created.ExpiresAt)
 	}
 
 	// A one-millisecond lease runs out on the server's clock; a caller a

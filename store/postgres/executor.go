@@ -63,7 +63,7 @@ func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Ord
 	case err != nil:
 		return nil, translate(err)
 	case claimed:
-		key.CreatedAt, key.ExpiresAt = now, now.Add(k.TTL)
+		key.CreatedAt, key.ExpiresAt = now, now.Add(k.TTL.Truncate(time.Microsecond)) // as stored: µs
 		return nil, nil
 	case held != nil && !replaceable(held.Record, k.Derived, now):
 		held.Now = now

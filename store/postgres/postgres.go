@@ -244,7 +244,7 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 			k := tk{m.tenants[j], m.hashes[j]}
 			if created, ok := claimed[k]; ok {
 				key := batch[i].Key
-				key.CreatedAt, key.ExpiresAt = created, created.Add(key.TTL)
+				key.CreatedAt, key.ExpiresAt = created, created.Add(key.TTL.Truncate(time.Microsecond)) // as stored: µs
 				continue
 			}
 			h := held[k]

@@ -24,6 +24,10 @@ func testBacklog(t *testing.T, open func(t *testing.T) *subject) {
 		if err != nil {
 			t.Fatalf("Backlog(%s): %v", at, err)
 		}
+		if !b.Now.Equal(at) {
+			t.Errorf("Backlog(%s) counted at %s, want %s", at, b.Now, at)
+		}
+		b.Now = time.Time{}
 		return b
 	}
 	if got := backlog(base); got != (store.WorkBacklog{}) {
