@@ -17,10 +17,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/paysim/testmode"
 )
 
@@ -328,4 +330,35 @@ func TestSlowBodyEndsAtTheDeadline(t *testing.T) {
 	}
 	// The slot is free again: the next request is served.
 	wantStatus(t, do(t, env, http.MethodGet, "/v1/orders", testenv.KeyA, "", nil), http.StatusOK)
+}
+
+// TestProviderWebhookBodyLimits: the provider webhook endpoint reads its
+// body as every other endpoint does: a body that does not arrive within
+// the request deadline is a 408 request_timeout (not a 413), one past the
+// size limit a 413.
+func TestProviderWebhookBodyLimits(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.SQLite, testenv.Options{RequestTimeout: 300 * time.Millisecond, MaxBodyBytes: 1024,
+		ProviderWebhook: paysimclient.Webhooks{Secret: []byte("whsec_test")}})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.Server.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":", api.ProviderWebhookPath)
+	// Generous: without the read deadline the server would wait forever.
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a trickled webhook body: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(raw), "request_timeout") {
+		t.Fatalf("trickled webhook body answered %d %s; want 408 request_timeout", resp.StatusCode, raw)
+	}
+
+	big := exchange(t, env, call{Method: http.MethodPost, Path: api.ProviderWebhookPath,
+		Body: []byte(`{"pad":"` + strings.Repeat("x", 2048) + `"}`)})
+	wantStatus(t, big, http.StatusRequestEntityTooLarge)
 }

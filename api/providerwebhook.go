@@ -1,7 +1,6 @@
 package api
 
 import (
-	"io"
 	"net/http"
 
 	"github.com/orderly/orderly/apperr"
@@ -29,9 +28,9 @@ type ProviderWebhook interface {
 // happened (applied, duplicate, already_settled, unmatched) — all of them
 // tell the provider to stop resending — or a retryable 503.
 func (s *server) providerWebhook(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := s.readAll(w, r)
 	if err != nil {
-		writeError(w, r, s.log, apperr.Errorf(codeTooLarge, "the webhook body exceeds %d bytes", s.cfg.MaxBodyBytes))
+		writeError(w, r, s.log, err)
 		return
 	}
 	if err := s.cfg.ProviderWebhook.Authenticate(r.Header, body); err != nil {

@@ -20,6 +20,25 @@ import (
 	"github.com/orderly/orderly/idempotency"
 )
 
+// readAll reads the whole request body, at most cfg.MaxBodyBytes. Errors:
+// 413 payload_too_large past the limit, 408 request_timeout when the body
+// did not arrive within the request deadline (the connection's read
+// deadline, admission.go), 400 when it could not be read otherwise.
+func (s *server) readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err == nil {
+		return body, nil
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, apperr.Errorf(codeTooLarge, "the request body exceeds %d bytes", tooLarge.Limit)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, apperr.Errorf(codeRequestTimeout, "the request body did not arrive within the request deadline")
+	}
+	return nil, apperr.Errorf(apperr.EInvalid, "the request body could not be read")
+}
+
 // readBody reads the request body (at most cfg.MaxBodyBytes, else 413) and
 // decodes it strictly into v: application/json only (415), no unknown
 // members, no duplicate members, no trailing data (400). The volatile
@@ -28,16 +47,9 @@ import (
 // required, and decodes nothing otherwise. It returns the raw body for
 // fingerprinting.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request, v any, required bool) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := s.readAll(w, r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, apperr.Errorf(codeTooLarge, "the request body exceeds %d bytes", tooLarge.Limit)
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, apperr.Errorf(codeRequestTimeout, "the request body did not arrive within the request deadline")
-		}
-		return nil, apperr.Errorf(apperr.EInvalid, "the request body could not be read")
+		return nil, err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if required {
