@@ -305,29 +305,38 @@ func TestRequestDeadline(t *testing.T) {
 	})
 }
 
+// wantTrickled408 sends env a POST to path with headers (CRLF-terminated
+// lines) and the first bytes of a 100-byte body, then nothing more, and
+// checks the answer is 408 request_timeout: the request deadline bounds
+// reading the body.
+func wantTrickled408(t *testing.T, env *testenv.Env, path, headers, start string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.Server.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: 100\r\n\r\n%s", path, headers, start)
+	// Generous: without the read deadline the server would wait forever.
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a trickled body to %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(raw), "request_timeout") {
+		t.Fatalf("trickled body to %s answered %d %s; want 408 request_timeout", path, resp.StatusCode, raw)
+	}
+}
+
 // TestSlowBodyEndsAtTheDeadline: a client that sends its headers and then
 // trickles its body does not hold its admission slot past the request
 // deadline: it gets 408 request_timeout.
 func TestSlowBodyEndsAtTheDeadline(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.SQLite, testenv.Options{RequestTimeout: 300 * time.Millisecond, MaxInFlight: 1})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(env.Server.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/orders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"customer_id\":", testenv.KeyA)
-	// Generous: without the read deadline the server would wait forever.
-	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer to a trickled body: %v", err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(raw), "request_timeout") {
-		t.Fatalf("trickled body answered %d %s; want 408 request_timeout", resp.StatusCode, raw)
-	}
+	wantTrickled408(t, env, "/v1/orders", "Authorization: Bearer "+testenv.KeyA+"\r\n", `{"customer_id":`)
 	// The slot is free again: the next request is served.
 	wantStatus(t, do(t, env, http.MethodGet, "/v1/orders", testenv.KeyA, "", nil), http.StatusOK)
 }
@@ -340,24 +349,7 @@ func TestProviderWebhookBodyLimits(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.SQLite, testenv.Options{RequestTimeout: 300 * time.Millisecond, MaxBodyBytes: 1024,
 		ProviderWebhook: paysimclient.Webhooks{Secret: []byte("whsec_test")}})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(env.Server.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":", api.ProviderWebhookPath)
-	// Generous: without the read deadline the server would wait forever.
-	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer to a trickled webhook body: %v", err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(raw), "request_timeout") {
-		t.Fatalf("trickled webhook body answered %d %s; want 408 request_timeout", resp.StatusCode, raw)
-	}
-
+	wantTrickled408(t, env, api.ProviderWebhookPath, "", `{"id":`)
 	big := exchange(t, env, call{Method: http.MethodPost, Path: api.ProviderWebhookPath,
 		Body: []byte(`{"pad":"` + strings.Repeat("x", 2048) + `"}`)})
 	wantStatus(t, big, http.StatusRequestEntityTooLarge)
