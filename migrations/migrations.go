@@ -6,8 +6,10 @@ package migrations
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 
@@ -57,4 +59,32 @@ func Apply(ctx context.Context, db *sql.DB, d Dialect) error {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return nil
+}
+
+// Hash returns a hex SHA-256 digest of dialect d's migration files (their
+// names and contents, in order): it changes exactly when a migration is
+// added or edited, so a test helper can name a database migrated by these
+// files after it (store/pgtest's template database).
+func Hash(d Dialect) (string, error) {
+	sub, err := fs.Sub(files, string(d))
+	if err != nil {
+		return "", err
+	}
+	names, err := fs.Glob(sub, "*.sql")
+	if err != nil {
+		return "", err
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("migrations: unknown dialect %q", d)
+	}
+	h := sha256.New()
+	for _, name := range names { // fs.Glob returns them sorted
+		b, err := fs.ReadFile(sub, name)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 // once, as a rolling deploy does: goose's advisory lock lets exactly one
 // apply each migration and the others find the schema up to date.
 func TestMigrationsConcurrent(t *testing.T) {
-	dbURL := withPoolSize(t, pgtest.NewDatabase(t))
+	dbURL := withPoolSize(t, pgtest.NewEmptyDatabase(t))
 	const n = 4
 	stores := make([]*postgres.Store, n)
 	errs := make([]error, n)
@@ -103,7 +103,7 @@ func TestMigrationsConcurrent(t *testing.T) {
 // (TestMigrationsConcurrent alone cannot tell, as goose also retries a
 // failed creation of its version table.)
 func TestOpenWaitsForMigrationLock(t *testing.T) {
-	dbURL := pgtest.NewDatabase(t)
+	dbURL := pgtest.NewEmptyDatabase(t)
 	ctx := t.Context()
 	holder, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
