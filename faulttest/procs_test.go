@@ -10,13 +10,6 @@ import (
 	"github.com/orderly/orderly/internal/proctest"
 )
 
-// TestMain removes the built binaries after the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	proctest.RemoveBuilt()
-	os.Exit(code)
-}
-
 // proc is one running orderd or paysim.
 type proc struct {
 	*proctest.Process

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orderly/orderly/internal/pgpair"
-	"github.com/orderly/orderly/internal/proctest"
 )
 
 // applyDelay is the standby's recovery_min_apply_delay: every commit
@@ -26,13 +25,12 @@ var (
 	pairErr  error
 )
 
-// TestMain stops the shared pair and removes built binaries after the tests.
+// TestMain stops the shared pair after the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if pair != nil {
 		pair.Close()
 	}
-	proctest.RemoveBuilt()
 	os.Exit(code)
 }
 

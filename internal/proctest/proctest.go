@@ -9,8 +9,13 @@ package proctest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +28,6 @@ import (
 // build is the result of building one package.
 type build struct {
 	once sync.Once
-	dir  string
 	bin  string
 	err  error
 }
@@ -35,6 +39,14 @@ var (
 
 // Build builds the main package pkg (an import path) once per process, with
 // -race when Race is set, and returns the binary's path.
+//
+// The binary is kept in a cache directory shared by every test process of
+// this module (see CacheDir), not in one of its own: `go test ./...` runs
+// several packages that start orderd, and go build relinks a binary only
+// when it is out of date with its sources (it compares the build ID it
+// would write with the file's), so the first package links it and the
+// others find it up to date. Builds of one binary are serialized by a lock
+// file, so packages starting at once link it once.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
 	buildsMu.Lock()
@@ -45,9 +57,16 @@ func Build(t testing.TB, pkg string) string {
 	}
 	buildsMu.Unlock()
 	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", path.Base(pkg)+"-bin"); b.err == nil {
-			b.bin, b.err = spawn.Build(context.Background(), pkg, b.dir, Race)
+		var dir string
+		if dir, b.err = CacheDir(); b.err != nil {
+			return
 		}
+		var unlock func()
+		if unlock, b.err = lockFile(filepath.Join(dir, path.Base(pkg)+".lock")); b.err != nil {
+			return
+		}
+		defer unlock()
+		b.bin, b.err = spawn.Build(context.Background(), pkg, dir, Race)
 	})
 	if b.err != nil {
 		t.Fatal(b.err)
@@ -55,15 +74,42 @@ func Build(t testing.TB, pkg string) string {
 	return b.bin
 }
 
-// RemoveBuilt removes the binaries Build made. Call it from TestMain after
-// the tests have run.
-func RemoveBuilt() {
-	buildsMu.Lock()
-	defer buildsMu.Unlock()
-	for _, b := range builds {
-		if b.dir != "" {
-			_ = os.RemoveAll(b.dir)
+// CacheDir returns (making it) the directory Build keeps binaries in: one
+// per module checkout and race setting, under the system's temporary
+// directory, so that two work trees of the module never share binaries.
+func CacheDir() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(root))
+	kind := "norace"
+	if Race {
+		kind = "race"
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("orderly-proctest-%d", os.Getuid()), hex.EncodeToString(sum[:8])+"-"+kind)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("proctest: %w", err)
+	}
+	return dir, nil
+}
+
+// moduleRoot is the directory of the go.mod above the working directory
+// (a test runs in its package's directory).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
 		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("proctest: no go.mod above the working directory")
+		}
+		dir = parent
 	}
 }
 
