@@ -136,7 +136,7 @@ func startContainer() {
 		containerErr = errors.New("docker is not available (no DOCKER_HOST and no Docker socket)")
 		return
 	}
-	cmd := exec.Command("go", "run", "github.com/orderly/orderly/store/pgtest/pgcontainer")
+	cmd := exec.Command("go", "run", "-tags", "pgcontainer", "github.com/orderly/orderly/store/pgtest/pgcontainer")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err == nil {

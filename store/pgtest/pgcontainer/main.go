@@ -1,10 +1,14 @@
+//go:build pgcontainer
+
 // Command pgcontainer starts a PostgreSQL container with testcontainers-go
 // for store/pgtest, prints its URL and keeps it until its standard input
 // closes. pgtest runs it with `go run` only when no test server is given
 // (ORDERLY_TEST_DATABASE_URL) and a Docker engine seems to be there, so
 // testcontainers and the Docker client are compiled and linked into this
 // one small program instead of into every test binary that uses
-// PostgreSQL.
+// PostgreSQL. It is built only with the build tag pgcontainer (`go run
+// -tags pgcontainer`), so `go test ./...` and `go vet ./...` do not compile
+// it either.
 //
 // Output on stdout, one line: URL=postgres://… on success or ERR=<reason>.
 // The container is terminated when stdin reaches end of file (the test
