@@ -23,6 +23,7 @@ import (
 	"github.com/orderly/orderly/store/pgtest"
 	"github.com/orderly/orderly/store/postgres"
 	"github.com/orderly/orderly/store/sqlite"
+	"github.com/orderly/orderly/store/sqlite/sqlitetest"
 	"github.com/orderly/orderly/webhook"
 )
 
@@ -100,7 +101,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		case Postgres:
 			e.Location = pgtest.NewDatabase(t)
 		case SQLite:
-			e.Location = t.TempDir()
+			e.Location = sqlitetest.NewDir(t)
 		default:
 			t.Fatalf("unknown store kind %q", kind)
 		}

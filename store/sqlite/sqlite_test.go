@@ -11,13 +11,14 @@ import (
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/store/sqlite"
+	"github.com/orderly/orderly/store/sqlite/sqlitetest"
 	"github.com/orderly/orderly/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clk *testclock.Clock) store.Store {
 		t.Helper()
-		s, err := sqlite.Open(t.Context(), t.TempDir(), sqlite.WithClock(clk.Now))
+		s, err := sqlite.Open(t.Context(), sqlitetest.NewDir(t), sqlite.WithClock(clk.Now))
 		if err != nil {
 			t.Fatalf("sqlite.Open: %v", err)
 		}
