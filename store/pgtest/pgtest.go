@@ -72,8 +72,9 @@ var (
 	containerURL  string
 	containerErr  error
 	// containerStdin keeps the pipe to pgcontainer open for the life of
-	// this process: it stops the container when the pipe closes.
-	containerStdin io.WriteCloser
+	// this process (pgcontainer stops the container when it closes); it is
+	// never read, only held so that it is not collected and closed.
+	containerStdin io.WriteCloser //nolint:unused // held open, see above
 
 	templateMu    sync.Mutex
 	templateReady = map[string]string{} // server URL → template database name
@@ -136,7 +137,7 @@ func startContainer() {
 		containerErr = errors.New("docker is not available (no DOCKER_HOST and no Docker socket)")
 		return
 	}
-	cmd := exec.Command("go", "run", "-tags", "pgcontainer", "github.com/orderly/orderly/store/pgtest/pgcontainer")
+	cmd := exec.CommandContext(context.Background(), "go", "run", "-tags", "pgcontainer", "github.com/orderly/orderly/store/pgtest/pgcontainer")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err == nil {
