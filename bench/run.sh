@@ -585,8 +585,8 @@ run_load() {
   run="$(date +%s)-$$"
   echo "== load benchmark: clients $CLIENTS, ${SECS}s per phase, phases ${PHASES//,/ }"
   start_bench_pg
-  echo "   PostgreSQL $("$PGBIN/postgres" --version | awk '{print $NF}') of the benchmark's own on 127.0.0.1:$BPG_PORT (pg_stat_statements$([ "$EXPLAIN" = 1 ] && echo ", auto_explain")):" \
-    "$(psql -X -At -h 127.0.0.1 -p "$BPG_PORT" -U postgres -d postgres -c "select string_agg(name || '=' || setting || coalesce(unit, ''), ', ' order by name) from pg_settings where name in ('synchronous_commit', 'shared_buffers', 'fsync', 'max_connections', 'wal_level')")" |
+  echo "   PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') of the benchmark's own on 127.0.0.1:$BPG_PORT (pg_stat_statements$([ "$EXPLAIN" = 1 ] && echo ", auto_explain")):" \
+    "$(psql -X -At -h 127.0.0.1 -p "$BPG_PORT" -U postgres -d postgres -c "select string_agg(name || '=' || current_setting(name), ', ' order by name) from pg_settings where name in ('synchronous_commit', 'shared_buffers', 'fsync', 'max_connections', 'wal_level')")" |
     tee -a "$OUT/machine-$WHAT.txt"
   DB_PORT=$BPG_PORT
   fresh_db load
