@@ -435,6 +435,8 @@ declare -A PGB_TPS=() PGB_US=()
 # CPU figures of the last measured command for its N requests
 # (tab-separated, the note last).
 row() {
+  local i
+  for i in 4 5 6 7; do [ -n "${!i}" ] || set -- "${@:1:i-1}" - "${@:i+1}"; done # no empty field: read would merge it
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" \
     "$(per_req "$TICKS_ORDERD" "$7")" "$(per_req "$TICKS_PG" "$7")" "$CPU_ORDERD" "$CPU_PG" "$CPU_LOAD" "${8:-}" >>"$ROWS"
 }
@@ -561,8 +563,8 @@ print_table() {
     tps="" pgus="-"
     key="${op%%(*}"
     if [[ "$op" == pgbench:* ]]; then
-      printf '%-16s %7s %-9s %8.0f %8s %8s %11s %6s %8s %8s %9s %7s %7s %7s  %s\n' \
-        "$op" "$c" "$tool" "$rps" "$p50" "-" "-" "-" "-" "-" "$up" "-" "$cp" "$cl" "$note"
+      printf '%-16s %7s %-9s %8s %8s %8s %11s %6s %8s %8s %9s %7s %7s %7s  %s\n' \
+        "$op" "$c" "$tool" "${rps%.*}" "$p50" "-" "-" "-" "-" "-" "$up" "-" "$cp" "$cl" "$note"
       continue
     fi
     [ "$op" = "create(sqlite)" ] || { tps="${PGB_TPS["$key,$c"]:-}"; pgus="${PGB_US["$key,$c"]:--}"; }

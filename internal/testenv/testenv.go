@@ -23,7 +23,6 @@ import (
 	"github.com/orderly/orderly/store/pgtest"
 	"github.com/orderly/orderly/store/postgres"
 	"github.com/orderly/orderly/store/sqlite"
-	"github.com/orderly/orderly/store/sqlite/sqlitetest"
 	"github.com/orderly/orderly/webhook"
 )
 
@@ -101,7 +100,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		case Postgres:
 			e.Location = pgtest.NewDatabase(t)
 		case SQLite:
-			e.Location = sqlitetest.NewDir(t)
+			e.Location = t.TempDir()
 		default:
 			t.Fatalf("unknown store kind %q", kind)
 		}
