@@ -558,7 +558,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	if c.ProviderWebhookSecret != "" {
 		apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
 	}
-	handler := observe.HTTP(api.New(svc, apiCfg), tel.metrics, tel.tp)
+	handler := apiHandler(svc, apiCfg, tel)
 	if c.CommandsNATSURL != "" {
 		stopCommands, err := startCommands(workers.ctx, c, svc, apiCfg, log)
 		if err != nil {
@@ -603,6 +603,13 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// apiHandler is the handler the API listener serves: the API's router
+// wrapped in the request metrics and tracing of tel (observe.HTTP). Run
+// serves it, and tests build it the same way so every wrapper is covered.
+func apiHandler(svc *service.Service, cfg api.Config, tel *telemetry) http.Handler {
+	return observe.HTTP(api.New(svc, cfg), tel.metrics, tel.tp)
 }
 
 // MaxHeaderBytes bounds the request line and header fields that orderd reads
