@@ -108,9 +108,18 @@ func notFound(err error, what, id string) error {
 	return err
 }
 
+// noEndpoint is the ENotFound of an id that is no endpoint id, quoted (%q)
+// since it may hold any byte.
+func noEndpoint(id string) error {
+	return apperr.Errorf(apperr.ENotFound, "webhook endpoint %q not found", id)
+}
+
 // Get returns the tenant's endpoint id (without its secret). Errors:
 // ENotFound (another tenant's endpoint too), EUnavailable.
 func (e *Endpoints) Get(ctx context.Context, tenantID, id string) (event.Endpoint, error) {
+	if !event.ValidEndpointID(id) {
+		return event.Endpoint{}, noEndpoint(id)
+	}
 	ep, err := e.Store.GetEndpoint(ctx, tenantID, id)
 	return ep, notFound(err, "webhook endpoint", id)
 }
@@ -123,12 +132,18 @@ func (e *Endpoints) List(ctx context.Context, tenantID string) ([]event.Endpoint
 // Delete deletes the tenant's endpoint id and its pending deliveries.
 // Errors: ENotFound, EUnavailable.
 func (e *Endpoints) Delete(ctx context.Context, tenantID, id string) error {
+	if !event.ValidEndpointID(id) {
+		return noEndpoint(id)
+	}
 	return notFound(e.Store.DeleteEndpoint(ctx, tenantID, id), "webhook endpoint", id)
 }
 
 // Deliveries returns the latest deliveries (at most limit) of the tenant's
 // endpoint id, newest first. Errors: ENotFound, EUnavailable.
 func (e *Endpoints) Deliveries(ctx context.Context, tenantID, id string, limit int) ([]event.Delivery, error) {
+	if !event.ValidEndpointID(id) {
+		return nil, noEndpoint(id)
+	}
 	ds, err := e.Store.ListDeliveries(ctx, tenantID, id, limit)
 	return ds, notFound(err, "webhook endpoint", id)
 }
@@ -143,6 +158,9 @@ func (e *Endpoints) Events(ctx context.Context, tenantID string, f event.Filter)
 // Event returns the tenant's event id. Errors: ENotFound (another tenant's
 // event too), EUnavailable.
 func (e *Endpoints) Event(ctx context.Context, tenantID, id string) (event.Stored, error) {
+	if !event.ValidID(id) {
+		return event.Stored{}, apperr.Errorf(apperr.ENotFound, "event %q not found", id)
+	}
 	ev, err := e.Store.GetEvent(ctx, tenantID, id)
 	return ev, notFound(err, "event", id)
 }
