@@ -136,7 +136,9 @@ func (d *Dispatcher) deliver(ctx context.Context, del event.Delivery) error {
 	out := store.DeliveryOutcome{EndpointID: del.EndpointID, EventID: del.EventID, Attempts: del.Attempts,
 		LastStatus: code}
 	if err != nil {
-		out.LastError = err.Error()
+		out.LastError = describeSendError(err)
+		d.cfg.Logger.Info("webhook attempt failed", "endpoint_id", del.EndpointID, "event_id", del.EventID,
+			"attempt", del.Attempts, "err", err)
 	}
 	switch {
 	case err == nil && code >= 200 && code < 300:

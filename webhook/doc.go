@@ -21,8 +21,10 @@
 // is still pending. Delivery is at least once: a receiver deduplicates on
 // the Orderly-Event-Id header.
 //
-// Targets are refused when they resolve to loopback, private, link-local,
-// unspecified or multicast addresses, at registration and again at connect
-// time (so DNS rebinding cannot reach an internal address), unless
-// Config.AllowPrivate is set.
+// Targets are refused when they resolve to anything but a global unicast
+// address (every prefix of the IANA special-purpose address registries,
+// through code.dny.dev/ssrf), at registration and again in the dialer's
+// Control at connect time (so DNS rebinding cannot reach an internal
+// address), unless Config.AllowPrivate is set. A delivery's last_error
+// names the kind of failure, never the address a name resolved to.
 package webhook
