@@ -172,6 +172,12 @@ const (
 	MaxMaxBodyBytes = 16 << 20
 )
 
+// envName is the environment variable of flag name: ORDERD_ and the name
+// in capitals, dashes as underscores.
+func envName(flag string) string {
+	return "ORDERD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
 // ParseConfig parses args and ORDERD_* environment variables. Errors name
 // the bad setting.
 func ParseConfig(args []string, stderr io.Writer) (Config, error) {
@@ -224,7 +230,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.CommandsRoot, "commands-subject-root", natsbus.DefaultRoot, "first token of the command subjects <root>.<tenant>.commands.<op>")
 	fs.DurationVar(&c.CommandsDuplicateWindow, "commands-duplicate-window", natsbus.DefaultDuplicateWindow, "the commands stream's duplicate window: a resend with the same Nats-Msg-Id within it is dropped by the stream")
 	fs.VisitAll(func(f *flag.Flag) {
-		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envName(f.Name)
 		if !strings.Contains(f.Usage, env) {
 			f.Usage += " (env " + env + ")"
 		}
@@ -233,6 +239,9 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		return c, err
 	}
 	emptyAdminAddr(fs, &c)
+	if err := c.checkDurationFloors(); err != nil {
+		return c, err
+	}
 	c.Policy = idempotency.Policy(*policy)
 	if !c.Policy.Valid() {
 		return c, fmt.Errorf("-idempotency-policy (ORDERD_IDEMPOTENCY_POLICY) must be derive, require or off, not %q", *policy)

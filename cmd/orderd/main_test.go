@@ -631,3 +631,43 @@ func TestBackgroundStopWaitsForWorkers(t *testing.T) {
 		t.Fatal("stop returned while a worker was still running")
 	}
 }
+
+// TestDurationFloors: every duration setting below its floor is refused at
+// start with a message naming the setting, its variable and the floor.
+// Regression: 1ns intervals, webhook timeout and window, and a 3ms lease
+// were accepted and left a service that answered 503 forever.
+func TestDurationFloors(t *testing.T) {
+	c, err := ParseConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.durationFloors() {
+		if f.value < f.floor {
+			t.Errorf("the default of -%s (%s) is below its floor %s", f.flag, f.value, f.floor)
+		}
+		t.Run(f.flag, func(t *testing.T) {
+			below := f.floor - time.Nanosecond
+			if f.floor == 0 {
+				below = -time.Second
+			}
+			env := envName(f.flag)
+			t.Setenv(env, below.String())
+			_, err := ParseConfig(nil, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "-"+f.flag+" ("+env+")") || !strings.Contains(err.Error(), "at least "+f.floor.String()) {
+				t.Errorf("%s=%s: err = %v, want one naming -%s, %s and its floor %s", env, below, err, f.flag, env, f.floor)
+			}
+		})
+	}
+	for _, tc := range []struct{ env, value string }{
+		{"ORDERD_LEASE", "3ms"}, {"ORDERD_WEBHOOK_TIMEOUT", "1ns"}, {"ORDERD_WEBHOOK_RETRY_WINDOW", "1ns"},
+		{"ORDERD_WEBHOOK_INTERVAL", "1ns"}, {"ORDERD_COMPLETER_INTERVAL", "1ns"}, {"ORDERD_SWEEP_INTERVAL", "1ns"},
+		{"ORDERD_PUBLISH_INTERVAL", "1ns"}, {"ORDERD_PROVIDER_TIMEOUT", "1ns"},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			if _, err := ParseConfig(nil, io.Discard); err == nil || !strings.Contains(err.Error(), tc.env) {
+				t.Errorf("%s=%s: err = %v, want one naming %s", tc.env, tc.value, err, tc.env)
+			}
+		})
+	}
+}
