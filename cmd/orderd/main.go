@@ -12,8 +12,9 @@
 // of -request-timeout, and on PostgreSQL a pool of -db-max-conns connections
 // whose sessions carry statement_timeout and lock_timeout.
 //
-// A second listener, -admin-addr (default 127.0.0.1:9090; empty disables
-// it), serves /metrics, /debug/pprof/, /healthz and /readyz. Traces are
+// A second listener, -admin-addr (off by default; a host that is not
+// loopback needs -admin-allow-remote), serves /metrics, /debug/pprof/
+// (without cmdline), /healthz and /readyz. Traces are
 // exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (package
 // observe).
 package main
@@ -81,8 +82,10 @@ func main() {
 
 // Config is orderd's configuration, parsed once by ParseConfig.
 type Config struct {
-	Addr              string
-	AdminAddr         string // admin listener (/metrics, /debug/pprof/, probes); empty disables it
+	Addr      string
+	AdminAddr string // admin listener (/metrics, /debug/pprof/, probes); empty (the default) disables it
+	// AdminAllowRemote allows an AdminAddr whose host is not loopback.
+	AdminAllowRemote  bool
 	DatabaseURL       string
 	DataDir           string
 	APIKeys           map[string]string // API key → tenant
@@ -193,7 +196,8 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		replicas = fs.String("database-replica-urls", "", "postgres:// URLs of streaming replicas of -database-url, comma-separated; only GET /v1/orders and GET /v1/orders/{id} read from them")
 	)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (env ORDERD_ADDR)")
-	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, "admin listen address for /metrics, /debug/pprof/, /healthz and /readyz; empty disables it")
+	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, "admin listen address for /metrics, /debug/pprof/, /healthz and /readyz, such as 127.0.0.1:9090; empty (the default) serves none")
+	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "allow an -admin-addr whose host is not loopback (the admin listener has no authentication)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres:// URL; empty selects the embedded store (env ORDERD_DATABASE_URL)")
 	fs.StringVar(&c.DataDir, "data-dir", "data", "directory of the embedded store's file (env ORDERD_DATA_DIR)")
 	fs.DurationVar(&c.KeyTTL, "idempotency-key-ttl", idempotency.DefaultKeyTTL, "retention of client-sent idempotency keys")
@@ -240,6 +244,9 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	emptyAdminAddr(fs, &c)
 	if err := c.checkDurationFloors(); err != nil {
+		return c, err
+	}
+	if err := c.checkAdminAddr(); err != nil {
 		return c, err
 	}
 	c.Policy = idempotency.Policy(*policy)
