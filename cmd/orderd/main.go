@@ -82,10 +82,8 @@ func main() {
 
 // Config is orderd's configuration, parsed once by ParseConfig.
 type Config struct {
-	Addr      string
-	AdminAddr string // admin listener (/metrics, /debug/pprof/, probes); empty (the default) disables it
-	// AdminAllowRemote allows an AdminAddr whose host is not loopback.
-	AdminAllowRemote  bool
+	Addr              string
+	AdminAddr         string // admin listener (/metrics, /debug/pprof/, probes); empty (the default) disables it
 	DatabaseURL       string
 	DataDir           string
 	APIKeys           map[string]string // API key → tenant
@@ -135,6 +133,8 @@ type Config struct {
 	// address that is not loopback. Without it, orderd refuses to start
 	// there unless API keys and provider URLs are configured.
 	DevMode bool
+	// AdminAllowRemote allows an AdminAddr whose host is not loopback.
+	AdminAllowRemote bool
 	// TenantRateLimit is each tenant's sustained request rate in requests
 	// per second, and TenantBurst the requests it may make at once; 0 turns
 	// the limit off (api.Config.TenantRateLimit).
