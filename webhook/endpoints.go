@@ -29,7 +29,15 @@ type Endpoints struct {
 	AllowPrivate bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxPerTenant caps each tenant's endpoints (0: no cap); one more is
+	// refused with apperr.ELimitReached (409 limit_reached).
+	MaxPerTenant int
 }
+
+// DefaultEndpointsPerTenant is orderd's default Endpoints.MaxPerTenant
+// (Stripe allows 16 webhook endpoints per account): each endpoint adds a
+// delivery per event, so the cap bounds the work one tenant's event makes.
+const DefaultEndpointsPerTenant = 16
 
 func (e *Endpoints) now() time.Time {
 	if e.Now != nil {
@@ -43,7 +51,7 @@ func (e *Endpoints) now() time.Time {
 // absolute, no user info, at most MaxURLLength bytes, not resolving to a
 // private address unless AllowPrivate). The returned endpoint carries its
 // secret; it is never shown again. Errors: EInvalid naming the field,
-// EUnavailable.
+// ELimitReached (the tenant has MaxPerTenant endpoints), EUnavailable.
 func (e *Endpoints) Create(ctx context.Context, tenantID, rawURL string, types []event.Type) (event.Endpoint, error) {
 	var fe []apperr.FieldError
 	u, err := url.Parse(rawURL)
@@ -86,7 +94,11 @@ func (e *Endpoints) Create(ctx context.Context, tenantID, rawURL string, types [
 		Enabled:   true,
 		CreatedAt: e.now().UTC().Truncate(time.Microsecond),
 	}
-	if err := e.Store.CreateEndpoint(ctx, ep); err != nil {
+	if err := e.Store.CreateEndpoint(ctx, ep, e.MaxPerTenant); err != nil {
+		if errors.Is(err, store.ErrLimitReached) {
+			return event.Endpoint{}, apperr.Errorf(apperr.ELimitReached,
+				"the tenant has its limit of %d webhook endpoints; delete one before registering another", e.MaxPerTenant)
+		}
 		return event.Endpoint{}, err
 	}
 	return ep, nil
