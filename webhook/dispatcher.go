@@ -253,11 +253,27 @@ func (d *Dispatcher) deliver(ctx context.Context, del event.Delivery) error {
 	}
 	d.cfg.Logger.Debug("webhook delivery", "endpoint_id", del.EndpointID, "event_id", del.EventID,
 		"attempt", del.Attempts, "status_code", code, "outcome", string(out.Status))
-	err = d.store.FinishDelivery(context.WithoutCancel(ctx), out)
-	if errors.Is(err, store.ErrLeaseLost) {
-		return nil
+	return d.finish(context.WithoutCancel(ctx), out)
+}
+
+// finish records out, retrying while the store is unavailable (a busy
+// SQLite file, a failover) for a few seconds: an outcome not recorded
+// leaves the delivery in flight, holding its endpoint's and tenant's
+// places, until its lease lapses, and is then sent again. A lease lost
+// meanwhile records nothing (another instance took the delivery over).
+func (d *Dispatcher) finish(ctx context.Context, out store.DeliveryOutcome) error {
+	wait := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := d.store.FinishDelivery(ctx, out)
+		switch {
+		case errors.Is(err, store.ErrLeaseLost):
+			return nil
+		case !errors.Is(err, store.ErrUnavailable) || attempt == 8:
+			return err
+		}
+		time.Sleep(wait + rand.N(wait))
+		wait *= 2
 	}
-	return err
 }
 
 // Backoff returns the full-jitter wait after attempt n (1-based): uniform

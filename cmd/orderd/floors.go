@@ -44,7 +44,7 @@ func (c *Config) durationFloors() []durationFloor {
 		{"commands-duplicate-window", c.CommandsDuplicateWindow, 100 * time.Millisecond},
 		{"webhook-retry-window", c.Events.WebhookRetryWindow, time.Minute},
 		{"webhook-timeout", c.Events.WebhookTimeout, 100 * time.Millisecond},
-		{"webhook-interval", c.Events.WebhookInterval, 10 * time.Millisecond},
+		{"webhook-interval", c.Events.WebhookInterval, 50 * time.Millisecond}, // each claim takes SQLite's write lock
 		{"webhook-backoff", c.Events.WebhookBackoff, 10 * time.Millisecond},
 		{"publish-interval", c.Events.PublishInterval, 10 * time.Millisecond},
 	}
