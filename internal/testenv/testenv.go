@@ -77,6 +77,9 @@ type Options struct {
 	AuthFailuresPerMinute int
 	// Logger receives the API's logs (default slog.Default()).
 	Logger *slog.Logger
+	// EndpointsPerTenant caps each tenant's webhook endpoints
+	// (webhook.Endpoints.MaxPerTenant); zero means none.
+	EndpointsPerTenant int
 }
 
 // Env is a running stack.
@@ -124,7 +127,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		RequestTimeout:  opt.RequestTimeout,
 		ProviderWebhook: opt.ProviderWebhook,
 		// Loopback webhook receivers are what tests have.
-		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now},
+		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now, MaxPerTenant: opt.EndpointsPerTenant},
 		Logger: opt.Logger,
 
 		TenantRateLimit:       opt.TenantRateLimit,
