@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -246,7 +247,7 @@ func BenchmarkTenantBDeliveryLatency(b *testing.B) {
 			if _, err := eps.Create(context.Background(), testenv.TenantB, recv.URL+"/hook", []event.Type{event.OrderCreated}); err != nil {
 				b.Fatal(err)
 			}
-			runDispatcher(b, webhook.NewDispatcher(es, webhook.Config{AllowPrivate: true}), 50*time.Millisecond)
+			runDispatcher(b, webhook.NewDispatcher(es, webhook.Config{AllowPrivate: true, Logger: slog.New(slog.DiscardHandler)}), 50*time.Millisecond)
 			if loaded {
 				for hung.Load() < webhook.DefaultInFlightPerTenant {
 					time.Sleep(10 * time.Millisecond) // A's endpoints hang before B's first order

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -602,34 +603,43 @@ func postProblem(t *testing.T, addr, path, key string) problemReply {
 
 // TestBackgroundStopWaitsForWorkers: stopping the workers (before the store
 // closes) waits for a pass that is still running, such as a completer pass
-// in the middle of a provider call. (Were stop not to wait, the worker would
-// usually see it return within the pause below; with the wait it never can,
-// so a busy machine can only hide the bug, never fail the test falsely.)
+// in the middle of a provider call. Deterministic with testing/synctest:
+// once every goroutine of the bubble is durably blocked (the worker on its
+// release, stop either waiting for it or returned), stop must not have
+// returned; released, the worker finishes and only then does stop return.
 func TestBackgroundStopWaitsForWorkers(t *testing.T) {
-	b := startBackground(context.Background())
-	stopped, checked := make(chan struct{}), make(chan struct{})
-	var returnedEarly atomic.Bool
-	ran := false
-	b.every(time.Hour, func(ctx context.Context) {
-		if ran {
-			return
-		}
-		ran = true
-		<-ctx.Done() // stop was called; a provider call would carry on
-		time.Sleep(50 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		b := startBackground(context.Background())
+		release := make(chan struct{})
+		var finished atomic.Bool
+		ran := false
+		b.every(time.Hour, func(ctx context.Context) {
+			if ran {
+				return
+			}
+			ran = true
+			<-ctx.Done() // stop was called; a provider call would carry on
+			<-release
+			finished.Store(true)
+		})
+		synctest.Wait() // the worker's first pass is running
+		stopped := make(chan bool, 1)
+		go func() {
+			b.stop()
+			stopped <- finished.Load()
+		}()
+		synctest.Wait() // the worker holds on release; stop has returned or waits
 		select {
 		case <-stopped:
-			returnedEarly.Store(true)
+			close(release)
+			t.Fatal("stop returned while a worker was still running")
 		default:
 		}
-		close(checked)
+		close(release)
+		if !<-stopped {
+			t.Fatal("stop returned before the worker finished")
+		}
 	})
-	b.stop()
-	close(stopped)
-	<-checked
-	if returnedEarly.Load() {
-		t.Fatal("stop returned while a worker was still running")
-	}
 }
 
 // TestDurationFloors: every duration setting below its floor is refused at
