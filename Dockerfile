@@ -19,10 +19,12 @@ FROM gcr.io/distroless/static-debian12:nonroot AS orderd
 COPY --from=build /out/orderd /usr/local/bin/orderd
 COPY --from=build --chown=65532:65532 /out/data /var/lib/orderd
 WORKDIR /var/lib/orderd
-# Inside a container the listeners bind every interface; publish only the
-# API port, and let Prometheus reach the admin port on the compose network.
-ENV ORDERD_ADDR=:8080 ORDERD_ADMIN_ADDR=:9090 ORDERD_DATA_DIR=/var/lib/orderd
-EXPOSE 8080 9090
+# Inside a container the API binds every interface. The admin listener
+# (no authentication) stays on loopback; a deployment that lets Prometheus
+# scrape it sets ORDERD_ADMIN_ADDR=:9090 and ORDERD_ADMIN_ALLOW_REMOTE=true
+# on purpose, as compose.yaml does on its own network.
+ENV ORDERD_ADDR=:8080 ORDERD_ADMIN_ADDR=127.0.0.1:9090 ORDERD_DATA_DIR=/var/lib/orderd
+EXPOSE 8080
 USER nonroot:nonroot
 ENTRYPOINT ["/usr/local/bin/orderd"]
 

@@ -3,6 +3,7 @@ module github.com/orderly/orderly
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/bojanz/currency v1.4.2
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/go-chi/chi/v5 v5.5.0

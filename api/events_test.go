@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,33 @@ func TestWebhookEndpoints(t *testing.T) {
 		wantProblem(t, do(t, env, http.MethodDelete, "/v1/webhook-endpoints/"+ep.ID, testenv.KeyB, "", nil), http.StatusNotFound, apperr.ENotFound)
 		wantStatus(t, do(t, env, http.MethodDelete, "/v1/webhook-endpoints/"+ep.ID, testenv.KeyA, "", nil), http.StatusNoContent)
 		wantProblem(t, do(t, env, http.MethodGet, "/v1/webhook-endpoints/"+ep.ID, testenv.KeyA, "", nil), http.StatusNotFound, apperr.ENotFound)
+	})
+}
+
+// TestWebhookEndpointsPerTenantCapped: past Endpoints.MaxPerTenant a
+// registration is a 409 limit_reached and creates nothing; another tenant
+// is not affected; a deletion frees a place. Both stores.
+func TestWebhookEndpointsPerTenantCapped(t *testing.T) {
+	eachStore(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		env := testenv.New(t, kind, testenv.Options{EndpointsPerTenant: 2})
+		body := map[string]any{"url": "http://127.0.0.1:9/hook", "events": []string{"order.paid"}}
+		var ids []string
+		for range 2 {
+			r := do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "", body)
+			wantStatus(t, r, http.StatusCreated)
+			ids = append(ids, decode[event.Endpoint](t, r).ID)
+		}
+		p := wantProblem(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "", body), http.StatusConflict, apperr.ELimitReached)
+		if !strings.Contains(p.Detail, "2 webhook endpoints") {
+			t.Errorf("detail %q does not name the limit", p.Detail)
+		}
+		list := decode[struct{ Data []event.Endpoint }](t, do(t, env, http.MethodGet, "/v1/webhook-endpoints", testenv.KeyA, "", nil))
+		if len(list.Data) != 2 {
+			t.Fatalf("tenant A has %d endpoints after a refused create, want 2", len(list.Data))
+		}
+		wantStatus(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyB, "", body), http.StatusCreated)
+		wantStatus(t, do(t, env, http.MethodDelete, "/v1/webhook-endpoints/"+ids[0], testenv.KeyA, "", nil), http.StatusNoContent)
+		wantStatus(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "", body), http.StatusCreated)
 	})
 }

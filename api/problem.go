@@ -62,6 +62,7 @@ var problems = map[apperr.Code]problemKind{
 	apperr.EKeyExpired:          {http.StatusUnprocessableEntity, "Idempotency key expired", 0},
 	apperr.EOrderBusy:           {http.StatusConflict, "Order busy", 1},
 	apperr.ENeedsAttention:      {http.StatusConflict, "Needs attention", 0},
+	apperr.ELimitReached:        {http.StatusConflict, "Limit reached", 0},
 	apperr.EKeyRequired:         {http.StatusBadRequest, "Idempotency key required", 0},
 	apperr.EUnavailable:         {http.StatusServiceUnavailable, "Service unavailable", 2},
 	apperr.EInternal:            {http.StatusInternalServerError, "Internal error", 0},

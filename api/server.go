@@ -383,8 +383,12 @@ func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var fe []apperr.FieldError
-	if pb.Amount == nil {
+	switch {
+	case pb.Amount == nil:
 		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "is required and must not be null (minor currency units)"})
+	case *pb.Amount < 0 || *pb.Amount > order.MaxAmount:
+		// The documented bound (README "Limits"): a 400, never a stored 422.
+		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "must be from 0 to 2^53-1 (minor currency units)"})
 	}
 	if pb.Currency == nil {
 		fe = append(fe, apperr.FieldError{Field: "currency", Reason: "is required and must not be null"})

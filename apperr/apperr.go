@@ -54,6 +54,10 @@ const (
 	// could move money twice) until a person settles it (409, no
 	// Retry-After).
 	ENeedsAttention Code = "needs_attention"
+	// ELimitReached: the request would take the tenant past a cap on what
+	// it may have, such as its webhook endpoints; nothing was created
+	// (409, no Retry-After: it stays refused until the tenant frees one).
+	ELimitReached Code = "limit_reached"
 	// EInternal: an unexpected failure (500). Never stored as final.
 	EInternal Code = "internal"
 )

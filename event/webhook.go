@@ -13,6 +13,23 @@ import (
 // EndpointIDPrefix starts every webhook endpoint id.
 const EndpointIDPrefix = "we_"
 
+// ValidEndpointID reports whether id has the shape of an endpoint id:
+// EndpointIDPrefix and 32 lower-case hex digits. An id of any other shape
+// (NUL, invalid UTF-8, another prefix) names no endpoint and never reaches
+// a store.
+func ValidEndpointID(id string) bool {
+	hex, ok := strings.CutPrefix(id, EndpointIDPrefix)
+	if !ok || len(hex) != 32 {
+		return false
+	}
+	for _, c := range hex {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // SecretPrefix starts every webhook endpoint secret.
 const SecretPrefix = "whsec_"
 

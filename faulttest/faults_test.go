@@ -244,6 +244,11 @@ func testDropCompleterOnly(t *testing.T, e *env) {
 // timeout, and a lease the completer waits out after a crash.
 var killTimings = orderdTimings{providerTimeout: 3 * time.Second, lease: 7 * time.Second, completer: 200 * time.Millisecond}
 
+// holdTimings give a call held by paysim ten seconds before orderd gives it
+// up itself, and a lease (above twice that) the completer waits out after
+// a crash.
+var holdTimings = orderdTimings{providerTimeout: 10 * time.Second, lease: 21 * time.Second, completer: 200 * time.Millisecond}
+
 const completerLog = `"msg":"completer finished an abandoned request"`
 
 // payInFlight sends a pay that is expected to die with its orderd; the
@@ -258,43 +263,59 @@ func payInFlight(api *orderdAPI, id, key, method string) <-chan reply {
 	return c
 }
 
-// testKillBeforeCommit: orderd is SIGKILLed 500ms into a pay whose charge
-// paysim holds for 2s (pm_fault_latency). paysim's latency wait ends when
-// its client goes away (Server.delay returns false on the request's
-// context), so the charge is NOT committed. A new orderd on the same
-// database, with no client retry, finds the key whose lease lapsed with an
-// attempt recorded, charges with the same provider key, and the order is
-// PAID with one capture; the original key then replays 200.
+// testKillBeforeCommit: orderd is SIGKILLed while paysim holds its charge
+// (a run-level latency of 5 minutes). paysim's latency wait ends when its client goes
+// away (Server.delay returns false on the request's context), so the
+// charge is NOT committed. A new orderd on the same database, with no
+// client retry, finds the key whose lease lapsed with an attempt recorded,
+// charges with the same provider key, and the order is PAID with one
+// capture; the original key then replays 200.
+//
+// Ordered by conditions, not by the clock: the kill comes once paysim
+// reports the charge held; the new orderd starts only once paysim reports
+// the held request abandoned (Stats.DelaysAbandoned) and no capture, so
+// the check cannot race the new orderd's takeover however slow the
+// machine or the process spawn.
 func testKillBeforeCommit(t *testing.T, e *env) {
 	dbURL := pgtest.NewDatabase(t)
-	od1 := startOrderd(t, "orderd-kill-a1", dbURL, e.paysim.addr, killTimings)
+	od1 := startOrderd(t, "orderd-kill-a1", dbURL, e.paysim.addr, holdTimings)
 	fr := e.begin(t, "SIGKILL orderd mid-call, before commit", od1.addr, dbURL)
 	fr.extra = []string{"SIGKILL=1"}
 	o := fr.create(newKey("kill-a-create"))
 	key := newKey("kill-a-pay")
-	fr.track(o.ID, key, paysim.MethodFaultLatency)
+	fr.track(o.ID, key, "pm_card_visa")
 
-	t0 := time.Now()
-	held := e.psa.stats(t).FaultsInjected[paysim.FaultLatency]
-	inflight := payInFlight(fr.api, o.ID, key, paysim.MethodFaultLatency)
-	e.psa.awaitHolding(t, held)
-	time.Sleep(time.Until(t0.Add(500 * time.Millisecond)))
+	// paysim holds every request for 5 minutes or until its client goes away
+	// (no short timer to race), and orderd's provider timeout is 10s: the kill
+	// below comes while the charge is held, unless the machine stalls for
+	// ten seconds.
+	e.psa.setFaults(t, paysim.Faults{Latency: 5 * time.Minute})
+	t.Cleanup(func() { e.psa.setFaults(t, paysim.Faults{}) })
+	before := e.psa.stats(t)
+	inflight := payInFlight(fr.api, o.ID, key, "pm_card_visa")
+	e.psa.awaitHolding(t, before.FaultsInjected[paysim.FaultLatency])
+	// paysim holds the charge, so orderd holds the key.
 	if ks, err := fr.api.keyStatus(key); err != nil || ks.State != "in_progress" {
-		t.Errorf("key 500ms into the call = %+v, %v; want in_progress", ks, err)
+		t.Errorf("key while paysim holds the charge = %+v, %v; want in_progress", ks, err)
 	}
 	od1.signal(t, syscall.SIGKILL)
 	if r := <-inflight; r.err == nil {
 		t.Errorf("the pay to the killed orderd answered %v, want no answer", r)
 	}
-	od2 := startOrderd(t, "orderd-kill-a2", dbURL, e.paysim.addr, killTimings)
-	fr.api = fr.apiFor(od2.addr)
-	// paysim's 2s wait has passed, the 7s lease has not: nothing was charged.
-	time.Sleep(time.Until(t0.Add(3 * time.Second)))
+	// paysim gave the killed request up: nothing was charged.
+	for deadline := time.Now().Add(2 * time.Minute); e.psa.stats(t).DelaysAbandoned <= before.DelaysAbandoned; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("paysim never gave up the killed orderd's held charge")
+		}
+	}
 	if c := e.psa.captures(t, o.ID); c != 0 {
 		t.Errorf("paysim captured %d times although orderd died during the latency, want 0", c)
 	}
+	e.psa.setFaults(t, paysim.Faults{})
+	od2 := startOrderd(t, "orderd-kill-a2", dbURL, e.paysim.addr, holdTimings)
+	fr.api = fr.apiFor(od2.addr)
 	posts := fr.ct.posts.Load()
-	if got := fr.api.awaitState(o.ID, "PAID", 20*time.Second); got != "PAID" {
+	if got := fr.api.awaitState(o.ID, "PAID", 2*time.Minute); got != "PAID" {
 		t.Errorf("order is %s after the new orderd's completer ran, want PAID", got)
 	}
 	if fr.ct.posts.Load() != posts {

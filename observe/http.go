@@ -52,10 +52,16 @@ func HTTP(api http.Handler, m *Metrics, tp trace.TracerProvider) http.Handler {
 // the router fills it in; a request no route matched is "unmatched". When
 // named, it renames the request's span after the route template.
 func (m *Metrics) instrument(next http.Handler, named bool) http.Handler {
+	routes, _ := next.(chi.Routes) // nil when next is no chi router
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rctx := chi.RouteContext(r.Context())
 		if rctx == nil {
+			// The router serves a context it finds as its own and skips
+			// its own setup, so this one must be what chi's Mux.ServeHTTP
+			// would make: Routes is the router (chi's GetHead and
+			// route-matching middleware dereference it).
 			rctx = chi.NewRouteContext()
+			rctx.Routes = routes
 			r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
 		}
 		m.httpInFlight.Inc()

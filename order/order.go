@@ -77,7 +77,7 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 	var fe []apperr.FieldError
 	bad := func(field, reason string) { fe = append(fe, apperr.FieldError{Field: field, Reason: reason}) }
 
-	if reason := textReason(in.CustomerID, MaxCustomerIDLen); reason != "" {
+	if reason := TextReason(in.CustomerID, MaxCustomerIDLen); reason != "" {
 		bad("customer_id", reason)
 	}
 	cur := in.Currency
@@ -94,7 +94,7 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 	overflow := false
 	for i, it := range in.Items {
 		p := fmt.Sprintf("items[%d]", i)
-		if reason := textReason(it.SKU, MaxSKULength); reason != "" {
+		if reason := TextReason(it.SKU, MaxSKULength); reason != "" {
 			bad(p+".sku", reason)
 		}
 		if it.Quantity < 1 || it.Quantity > MaxQuantity {
@@ -134,19 +134,35 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 	}, nil
 }
 
-// textReason says what is wrong with a required text field of at most max
-// bytes, or "" if nothing: it must be valid UTF-8, not blank, and free of
-// control characters (NUL included).
-func textReason(v string, max int) string {
+// TextReason says what is wrong with a required text field (an identifier:
+// a customer id, a SKU, a provider event id) of at most max
+// bytes, or "" if nothing: it must be present, valid UTF-8, free of control
+// characters (Unicode category Cc, NUL included), of format characters
+// (category Cf: BiDi overrides and isolates, zero-width characters, tag
+// characters), which make an identifier display as another, and of line
+// and paragraph separators (Zl, Zp), and not only whitespace. The reason
+// names the offending character (U+XXXX).
+func TextReason(v string, max int) string {
 	switch {
-	case strings.TrimSpace(v) == "":
+	case v == "":
 		return "is required"
 	case len(v) > max:
 		return fmt.Sprintf("must be at most %d bytes", max)
 	case !utf8.ValidString(v):
 		return "must be valid UTF-8"
-	case strings.IndexFunc(v, unicode.IsControl) >= 0:
-		return "must not contain control characters"
+	}
+	for _, r := range v {
+		switch {
+		case unicode.IsControl(r):
+			return fmt.Sprintf("must not contain control characters (found U+%04X)", r)
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Sprintf("must not contain format characters such as BiDi controls, zero-width or tag characters (found U+%04X)", r)
+		case unicode.In(r, unicode.Zl, unicode.Zp):
+			return fmt.Sprintf("must not contain line or paragraph separators (found U+%04X)", r)
+		}
+	}
+	if strings.TrimSpace(v) == "" {
+		return "must not be only whitespace"
 	}
 	return ""
 }

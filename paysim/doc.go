@@ -36,7 +36,8 @@
 //	GET  /admin/ledger  {"charges":[…],"refunds":[…],"shipments":[…]}
 //	GET  /admin/stats   Stats: {"captures_by_order","max_captures_per_order","shipments_by_order",
 //	                    "max_shipments_per_order","charges","declines","refunds","shipments",
-//	                    "out_of_stock","requests","faults_injected":{"latency","error","timeout","drop","decline"}}
+//	                    "out_of_stock","requests","faults_injected":{"latency","error","timeout","drop","decline"},
+//	                    "delays_abandoned","webhooks"}
 //	GET  /admin/faults, PUT /admin/faults   the run-level Faults as JSON
 //	GET  /healthz       {"status":"ok"}
 //

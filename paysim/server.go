@@ -78,8 +78,10 @@ type Server struct {
 	hooks *webhooks
 
 	requests atomic.Int64
-	stopOnce sync.Once
-	stop     chan struct{}
+	// abandoned counts delays ended by the client going away.
+	abandoned atomic.Int64
+	stopOnce  sync.Once
+	stop      chan struct{}
 }
 
 // NewServer returns the API over l. It fails if c.Faults is invalid.
@@ -169,7 +171,7 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	st := Stats{Counts: c, Requests: s.requests.Load(), FaultsInjected: make(map[FaultKind]int64, len(faultKinds)),
-		Webhooks: s.hooks.snapshot()}
+		DelaysAbandoned: s.abandoned.Load(), Webhooks: s.hooks.snapshot()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range faultKinds {
@@ -346,6 +348,7 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	case <-s.stop:
 		return ctx.Err() == nil
 	case <-ctx.Done():
+		s.abandoned.Add(1)
 		return false
 	}
 }

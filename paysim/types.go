@@ -197,6 +197,11 @@ type Stats struct {
 	// FaultsInjected counts injected faults by kind (every kind present)
 	// since the process started.
 	FaultsInjected map[FaultKind]int64 `json:"faults_injected"`
+	// DelaysAbandoned counts injected delays (latency, timeout) that ended
+	// because the client went away: nothing was done for those requests.
+	// A harness that kills its client mid-call waits on it, instead of on
+	// the clock, to know paysim is done with the request.
+	DelaysAbandoned int64 `json:"delays_abandoned"`
 	// Webhooks counts webhook events and deliveries since the process
 	// started.
 	Webhooks WebhookStats `json:"webhooks"`

@@ -57,6 +57,9 @@ func (s *Service) TakeProviderEvent(ctx context.Context, ev store.InboxEvent) (I
 	if !ev.Type.Valid() || ev.Source == "" || ev.EventID == "" || ev.ProviderKey == "" {
 		return "", apperr.Errorf(apperr.EInvalid, "a provider event needs a known type, a source, an id and a provider key")
 	}
+	if err := checkInboxEvent(ev); err != nil {
+		return "", err
+	}
 	for range maxDecisions {
 		now := s.cfg.Now()
 		ev.ReceivedAt = now.UTC().Truncate(time.Microsecond)
@@ -83,6 +86,29 @@ func (s *Service) TakeProviderEvent(ctx context.Context, ev store.InboxEvent) (I
 		return out, nil
 	}
 	return "", apperr.Errorf(apperr.EUnavailable, "the order is changing too fast; deliver the event again")
+}
+
+// MaxProviderEventIDLen bounds a provider event's source, id and provider
+// key, in bytes.
+const MaxProviderEventIDLen = 255
+
+// checkInboxEvent checks the identifiers of a provider event before the
+// store sees them: each is text order.TextReason accepts (valid UTF-8 of at
+// most MaxProviderEventIDLen bytes, no NUL, control or format character),
+// or the event is EInvalid with a reason per member. PostgreSQL refuses NUL
+// and invalid UTF-8 in text (SQLSTATE 22021), which would otherwise be a
+// 500 that the provider resends forever.
+func checkInboxEvent(ev store.InboxEvent) error {
+	var fe []apperr.FieldError
+	for _, f := range []struct{ name, v string }{{"source", ev.Source}, {"id", ev.EventID}, {"provider_key", ev.ProviderKey}} {
+		if reason := order.TextReason(f.v, MaxProviderEventIDLen); reason != "" {
+			fe = append(fe, apperr.FieldError{Field: f.name, Reason: reason})
+		}
+	}
+	if len(fe) > 0 {
+		return &apperr.Error{Code: apperr.EInvalid, Message: "the provider event has invalid identifiers", Fields: fe}
+	}
+	return nil
 }
 
 // applyProviderEvent is the effect of a provider event inside the inbox's

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/orderly/orderly/event"
@@ -28,8 +29,11 @@ type EventStore interface {
 	// GetEvent returns the tenant's event id, or ErrNotFound.
 	GetEvent(ctx context.Context, tenantID, id string) (event.Stored, error)
 
-	// CreateEndpoint stores e (enabled, with its secret).
-	CreateEndpoint(ctx context.Context, e event.Endpoint) error
+	// CreateEndpoint stores e (enabled, with its secret), unless its
+	// tenant already has maxPerTenant endpoints (enabled or not; 0: no
+	// cap), when it returns ErrLimitReached and stores nothing. Concurrent
+	// creates of one tenant are serialized, so the cap holds under races.
+	CreateEndpoint(ctx context.Context, e event.Endpoint, maxPerTenant int) error
 
 	// ListEndpoints returns the tenant's endpoints, oldest first, without
 	// their secrets.
@@ -48,17 +52,26 @@ type EventStore interface {
 	// not the tenant's).
 	ListDeliveries(ctx context.Context, tenantID, endpointID string, limit int) ([]event.Delivery, error)
 
-	// ClaimDeliveries leases to the caller, for lease, at most limit
+	// ClaimDeliveries leases to the caller, for c.Lease, at most c.Limit
 	// deliveries due as of the database's clock — pending with
 	// NextAttemptAt reached, or held under a lease that expired (a crashed
-	// instance) — of enabled
-	// endpoints, and only the first undelivered event of each (endpoint,
-	// order), so an order's events are delivered in sequence order. Each
-	// returned delivery carries its new Attempts (the lease's fencing
-	// token), the event body and the endpoint's URL and secret. Safe with
-	// several instances (FOR UPDATE SKIP LOCKED on PostgreSQL): no two
-	// hold one delivery at once.
-	ClaimDeliveries(ctx context.Context, lease time.Duration, limit int) ([]event.Delivery, error)
+	// instance) — of enabled endpoints, and only the first undelivered
+	// event of each (endpoint, order), so an order's events are delivered
+	// in sequence order. Each returned delivery carries its new Attempts
+	// (the lease's fencing token), the event body and the endpoint's URL
+	// and secret.
+	//
+	// Fairness: a tenant never has more than c.PerTenant deliveries in
+	// flight (delivering under an unexpired lease, on every instance
+	// together), an endpoint never more than c.PerEndpoint (0: no cap);
+	// and the claim interleaves tenants, and each tenant's endpoints: the
+	// due deliveries are ranked within their endpoint and then within
+	// their tenant, and taken rank by rank, so a tenant with a thousand
+	// due deliveries gets its first in a claim beside every other tenant's
+	// first, never ahead of them. Claimers are serialized (an advisory
+	// lock on PostgreSQL, the write lock on SQLite), so the caps hold with
+	// several instances and no two hold one delivery at once.
+	ClaimDeliveries(ctx context.Context, c DeliveryClaim) ([]event.Delivery, error)
 
 	// FinishDelivery records the outcome of the attempt fenced by
 	// (o.EndpointID, o.EventID, o.Attempts), or returns ErrLeaseLost when
@@ -74,6 +87,31 @@ type EventStore interface {
 	// AdvanceCursor moves the named cursor to cursor if holder still holds
 	// it (ErrLeaseLost otherwise).
 	AdvanceCursor(ctx context.Context, name, holder, cursor string) error
+}
+
+// DeliveryClaim is what ClaimDeliveries is asked for: Lease (how long the
+// claimer holds each delivery), Limit (at most this many; at least 1), and
+// the fairness caps PerTenant and PerEndpoint, the deliveries one tenant,
+// or one endpoint, may have in flight at once across every instance (0:
+// no cap).
+type DeliveryClaim struct {
+	Lease       time.Duration
+	Limit       int
+	PerTenant   int
+	PerEndpoint int
+}
+
+// Caps returns the claim's caps with 0 (none) as the largest int32, for a
+// statement's parameters.
+func (c DeliveryClaim) Caps() (perTenant, perEndpoint int) {
+	perTenant, perEndpoint = c.PerTenant, c.PerEndpoint
+	if perTenant <= 0 {
+		perTenant = math.MaxInt32
+	}
+	if perEndpoint <= 0 {
+		perEndpoint = math.MaxInt32
+	}
+	return perTenant, perEndpoint
 }
 
 // DeliveryOutcome is the end of one delivery attempt, recorded at the

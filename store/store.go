@@ -38,6 +38,10 @@ var ErrVersionConflict = errors.New("store: version conflict")
 // written; the stale worker must stop.
 var ErrLeaseLost = errors.New("store: lease lost")
 
+// ErrLimitReached is returned when a create would take a tenant past a cap
+// (EventStore.CreateEndpoint: its endpoints). Nothing was written.
+var ErrLimitReached = errors.New("store: limit reached")
+
 // ErrUnavailable is the one error a store returns when the database is
 // unreachable or asks for a retry (a broken connection, a serialization
 // failure or deadlock, a statement or lock timeout, a busy SQLite file, a

@@ -37,9 +37,19 @@ type Config struct {
 	// waits a uniformly random time in [0, min(MaxBackoff, BaseBackoff ×
 	// 2^(n-1))) — full jitter (defaults 5s and 1h).
 	BaseBackoff, MaxBackoff time.Duration
-	// Batch is how many deliveries one pass leases and sends concurrently
-	// (default 16).
+	// Batch is how many deliveries one claim leases at most (default 16).
 	Batch int
+	// Workers is how many deliveries Run sends at once, each in a slot of
+	// its own that it frees when its outcome is recorded, so no delivery
+	// waits for a slower one (default DefaultWorkers).
+	Workers int
+	// InFlightPerTenant and InFlightPerEndpoint cap the deliveries one
+	// tenant, and one endpoint, has in flight at once, on every instance
+	// together (store.DeliveryClaim): a tenant whose endpoints hang holds
+	// at most InFlightPerTenant slots, the others stay free for the other
+	// tenants. Defaults DefaultInFlightPerTenant and
+	// DefaultInFlightPerEndpoint; negative turns a cap off.
+	InFlightPerTenant, InFlightPerEndpoint int
 	// Now is this instance's clock (default time.Now): signature
 	// timestamps, Retry-After dates and the retry window.
 	Now func() time.Time
@@ -56,7 +66,20 @@ const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultBaseBackoff = 5 * time.Second
 	DefaultMaxBackoff  = time.Hour
+	// DefaultWorkers is Run's pool of delivery slots per instance.
+	DefaultWorkers = 32
+	// DefaultInFlightPerTenant keeps a quarter of one instance's slots
+	// the most one tenant holds, however slow its endpoints.
+	DefaultInFlightPerTenant = 8
+	// DefaultInFlightPerEndpoint: a few concurrent requests per receiver
+	// (an order's own events still go one at a time, in sequence).
+	DefaultInFlightPerEndpoint = 4
 )
+
+// minLastAttempt is the least time left in the retry window for which a
+// retry is still scheduled (at the window's end); with less, the delivery
+// is given up.
+const minLastAttempt = time.Second
 
 // Dispatcher sends due webhook deliveries. Several may run against one
 // store, in one process or many.
@@ -86,6 +109,15 @@ func NewDispatcher(s store.EventStore, cfg Config) *Dispatcher {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 16
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.InFlightPerTenant == 0 {
+		cfg.InFlightPerTenant = DefaultInFlightPerTenant
+	}
+	if cfg.InFlightPerEndpoint == 0 {
+		cfg.InFlightPerEndpoint = DefaultInFlightPerEndpoint
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -111,10 +143,18 @@ func NewDispatcher(s store.EventStore, cfg Config) *Dispatcher {
 	}}
 }
 
-// RunOnce leases at most Batch due deliveries, sends them concurrently and
-// records each outcome. It returns how many it leased.
+// claim asks the store for at most limit due deliveries within the caps.
+func (d *Dispatcher) claim(ctx context.Context, limit int) ([]event.Delivery, error) {
+	return d.store.ClaimDeliveries(ctx, store.DeliveryClaim{Lease: d.cfg.Lease, Limit: limit,
+		PerTenant: max(d.cfg.InFlightPerTenant, 0), PerEndpoint: max(d.cfg.InFlightPerEndpoint, 0)})
+}
+
+// RunOnce leases at most Batch due deliveries (within the in-flight caps),
+// sends them concurrently and records each outcome; it returns once all
+// have finished, with how many it leased. Tests and tools step with it;
+// orderd runs Run, whose deliveries never wait for one another.
 func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
-	ds, err := d.store.ClaimDeliveries(ctx, d.cfg.Lease, d.cfg.Batch)
+	ds, err := d.claim(ctx, d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -127,6 +167,56 @@ func (d *Dispatcher) RunOnce(ctx context.Context) (int, error) {
 	return len(ds), errors.Join(errs...)
 }
 
+// Run delivers until ctx is done, with a pool of Workers slots: each
+// claimed delivery runs in its own goroutine and frees its slot as soon as
+// its outcome is recorded, so a hanging endpoint holds only its own slots
+// (and at most InFlightPerTenant of them for its tenant), never a batch.
+// It claims as many deliveries as slots are free (at most Batch) when a
+// slot frees, after a claim that filled what it asked for, and every
+// interval. Once ctx is done it stops claiming and returns when every
+// delivery it started has finished (an attempt cut short by ctx is
+// recorded as a retry).
+func (d *Dispatcher) Run(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := make(chan struct{}, d.cfg.Workers) // one token per delivery in flight
+	freed := make(chan struct{}, 1)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		if free := d.cfg.Workers - len(busy); free > 0 {
+			want := min(free, d.cfg.Batch)
+			ds, err := d.claim(ctx, want)
+			if err != nil && ctx.Err() == nil {
+				d.cfg.Logger.Warn("webhook claim failed; retrying", "err", err)
+			}
+			for _, del := range ds {
+				busy <- struct{}{}
+				wg.Go(func() {
+					defer func() {
+						<-busy
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+					}()
+					if err := d.deliver(ctx, del); err != nil && ctx.Err() == nil {
+						d.cfg.Logger.Warn("webhook outcome not recorded", "endpoint_id", del.EndpointID, "event_id", del.EventID, "err", err)
+					}
+				})
+			}
+			if err == nil && len(ds) == want {
+				continue // there may be more due: claim again at once
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-freed:
+		}
+	}
+}
+
 // deliver sends one delivery and records its outcome, fenced by its
 // attempt number: a lease lost meanwhile (this instance was too slow and
 // another took over) records nothing.
@@ -136,7 +226,9 @@ func (d *Dispatcher) deliver(ctx context.Context, del event.Delivery) error {
 	out := store.DeliveryOutcome{EndpointID: del.EndpointID, EventID: del.EventID, Attempts: del.Attempts,
 		LastStatus: code}
 	if err != nil {
-		out.LastError = err.Error()
+		out.LastError = describeSendError(err)
+		d.cfg.Logger.Info("webhook attempt failed", "endpoint_id", del.EndpointID, "event_id", del.EventID,
+			"attempt", del.Attempts, "err", err)
 	}
 	switch {
 	case err == nil && code >= 200 && code < 300:
@@ -149,21 +241,39 @@ func (d *Dispatcher) deliver(ctx context.Context, del event.Delivery) error {
 		}
 		// The store schedules the retry on the database's clock; whether
 		// it still falls in the retry window, which counts from the
-		// event (days), is this instance's call.
-		retryIn := max(d.Backoff(del.Attempts), retryAfter)
-		if now.Add(retryIn).After(del.CreatedAt.Add(d.cfg.RetryWindow)) {
-			out.Status = event.DeliveryFailed
-		} else {
-			out.Status, out.RetryIn = event.DeliveryPending, retryIn
+		// event (days), is this instance's call. A wait past the
+		// window's end (a long Retry-After, a backoff) is capped: the
+		// last attempt is made at the window's end.
+		out.Status, out.RetryIn = event.DeliveryPending, max(d.Backoff(del.Attempts), retryAfter)
+		if left := del.CreatedAt.Add(d.cfg.RetryWindow).Sub(now); left < minLastAttempt {
+			out.Status, out.RetryIn = event.DeliveryFailed, 0
+		} else if out.RetryIn > left {
+			out.RetryIn = left
 		}
 	}
 	d.cfg.Logger.Debug("webhook delivery", "endpoint_id", del.EndpointID, "event_id", del.EventID,
 		"attempt", del.Attempts, "status_code", code, "outcome", string(out.Status))
-	err = d.store.FinishDelivery(context.WithoutCancel(ctx), out)
-	if errors.Is(err, store.ErrLeaseLost) {
-		return nil
+	return d.finish(context.WithoutCancel(ctx), out)
+}
+
+// finish records out, retrying while the store is unavailable (a busy
+// SQLite file, a failover) for a few seconds: an outcome not recorded
+// leaves the delivery in flight, holding its endpoint's and tenant's
+// places, until its lease lapses, and is then sent again. A lease lost
+// meanwhile records nothing (another instance took the delivery over).
+func (d *Dispatcher) finish(ctx context.Context, out store.DeliveryOutcome) error {
+	wait := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := d.store.FinishDelivery(ctx, out)
+		switch {
+		case errors.Is(err, store.ErrLeaseLost):
+			return nil
+		case !errors.Is(err, store.ErrUnavailable) || attempt == 8:
+			return err
+		}
+		time.Sleep(wait + rand.N(wait))
+		wait *= 2
 	}
-	return err
 }
 
 // Backoff returns the full-jitter wait after attempt n (1-based): uniform

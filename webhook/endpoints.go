@@ -29,7 +29,15 @@ type Endpoints struct {
 	AllowPrivate bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxPerTenant caps each tenant's endpoints (0: no cap); one more is
+	// refused with apperr.ELimitReached (409 limit_reached).
+	MaxPerTenant int
 }
+
+// DefaultEndpointsPerTenant is orderd's default Endpoints.MaxPerTenant
+// (Stripe allows 16 webhook endpoints per account): each endpoint adds a
+// delivery per event, so the cap bounds the work one tenant's event makes.
+const DefaultEndpointsPerTenant = 16
 
 func (e *Endpoints) now() time.Time {
 	if e.Now != nil {
@@ -43,7 +51,7 @@ func (e *Endpoints) now() time.Time {
 // absolute, no user info, at most MaxURLLength bytes, not resolving to a
 // private address unless AllowPrivate). The returned endpoint carries its
 // secret; it is never shown again. Errors: EInvalid naming the field,
-// EUnavailable.
+// ELimitReached (the tenant has MaxPerTenant endpoints), EUnavailable.
 func (e *Endpoints) Create(ctx context.Context, tenantID, rawURL string, types []event.Type) (event.Endpoint, error) {
 	var fe []apperr.FieldError
 	u, err := url.Parse(rawURL)
@@ -86,7 +94,11 @@ func (e *Endpoints) Create(ctx context.Context, tenantID, rawURL string, types [
 		Enabled:   true,
 		CreatedAt: e.now().UTC().Truncate(time.Microsecond),
 	}
-	if err := e.Store.CreateEndpoint(ctx, ep); err != nil {
+	if err := e.Store.CreateEndpoint(ctx, ep, e.MaxPerTenant); err != nil {
+		if errors.Is(err, store.ErrLimitReached) {
+			return event.Endpoint{}, apperr.Errorf(apperr.ELimitReached,
+				"the tenant has its limit of %d webhook endpoints; delete one before registering another", e.MaxPerTenant)
+		}
 		return event.Endpoint{}, err
 	}
 	return ep, nil
@@ -108,9 +120,18 @@ func notFound(err error, what, id string) error {
 	return err
 }
 
+// noEndpoint is the ENotFound of an id that is no endpoint id, quoted (%q)
+// since it may hold any byte.
+func noEndpoint(id string) error {
+	return apperr.Errorf(apperr.ENotFound, "webhook endpoint %q not found", id)
+}
+
 // Get returns the tenant's endpoint id (without its secret). Errors:
 // ENotFound (another tenant's endpoint too), EUnavailable.
 func (e *Endpoints) Get(ctx context.Context, tenantID, id string) (event.Endpoint, error) {
+	if !event.ValidEndpointID(id) {
+		return event.Endpoint{}, noEndpoint(id)
+	}
 	ep, err := e.Store.GetEndpoint(ctx, tenantID, id)
 	return ep, notFound(err, "webhook endpoint", id)
 }
@@ -123,12 +144,18 @@ func (e *Endpoints) List(ctx context.Context, tenantID string) ([]event.Endpoint
 // Delete deletes the tenant's endpoint id and its pending deliveries.
 // Errors: ENotFound, EUnavailable.
 func (e *Endpoints) Delete(ctx context.Context, tenantID, id string) error {
+	if !event.ValidEndpointID(id) {
+		return noEndpoint(id)
+	}
 	return notFound(e.Store.DeleteEndpoint(ctx, tenantID, id), "webhook endpoint", id)
 }
 
 // Deliveries returns the latest deliveries (at most limit) of the tenant's
 // endpoint id, newest first. Errors: ENotFound, EUnavailable.
 func (e *Endpoints) Deliveries(ctx context.Context, tenantID, id string, limit int) ([]event.Delivery, error) {
+	if !event.ValidEndpointID(id) {
+		return nil, noEndpoint(id)
+	}
 	ds, err := e.Store.ListDeliveries(ctx, tenantID, id, limit)
 	return ds, notFound(err, "webhook endpoint", id)
 }
@@ -143,6 +170,9 @@ func (e *Endpoints) Events(ctx context.Context, tenantID string, f event.Filter)
 // Event returns the tenant's event id. Errors: ENotFound (another tenant's
 // event too), EUnavailable.
 func (e *Endpoints) Event(ctx context.Context, tenantID, id string) (event.Stored, error) {
+	if !event.ValidID(id) {
+		return event.Stored{}, apperr.Errorf(apperr.ENotFound, "event %q not found", id)
+	}
 	ev, err := e.Store.GetEvent(ctx, tenantID, id)
 	return ev, notFound(err, "event", id)
 }

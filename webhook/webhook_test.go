@@ -310,7 +310,14 @@ func TestPrivateTargetsRefused(t *testing.T) {
 	strict := &webhook.Endpoints{Store: f.es, Now: f.clk.Now}
 	for _, u := range []string{"http://127.0.0.1:8080/h", "http://localhost/h", "http://10.1.2.3/h", "http://192.168.0.1/h",
 		"http://172.16.0.1/h", "http://169.254.169.254/latest/meta-data", "http://[::1]/h", "http://[fe80::1]/h",
-		"http://0.0.0.0/h", "http://100.64.0.1/h", "http://[::ffff:127.0.0.1]/h", "http://[fd00::1]/h"} {
+		"http://0.0.0.0/h", "http://100.64.0.1/h", "http://[::ffff:127.0.0.1]/h", "http://[fd00::1]/h",
+		// The IANA special-purpose registries beyond the obvious ones
+		// (regression: each of these was accepted): IPv4-compatible,
+		// NAT64, 6to4 and Teredo forms of loopback, IETF protocol
+		// assignments, benchmarking, reserved, broadcast, documentation.
+		"http://[::127.0.0.1]/h", "http://[64:ff9b::7f00:1]/h", "http://[2002:7f00:1::1]/h", "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/h",
+		"http://192.0.0.1/h", "http://198.18.0.1/h", "http://240.0.0.1/h", "http://255.255.255.255/h", "http://192.0.2.1/h",
+		"http://198.51.100.7/h", "http://203.0.113.9/h", "http://[2001:db8::1]/h", "http://224.0.0.1/h"} {
 		_, err := strict.Create(t.Context(), testenv.TenantA, u, []event.Type{event.OrderPaid})
 		var ae *apperr.Error
 		if !errors.As(err, &ae) || ae.Code != apperr.EInvalid || ae.Fields[0].Field != "url" {
@@ -335,14 +342,27 @@ func TestPrivateTargetsRefused(t *testing.T) {
 	// is not.
 	r := newReceiver(t)
 	ep := f.endpoint(t, r, event.OrderCreated)
+	// A name resolving to loopback (as a rebound name would at connect
+	// time): refused by the dialer too, and last_error names no address
+	// (regression: it showed the address the name resolved to).
+	_, port, _ := strings.Cut(strings.TrimPrefix(r.URL, "http://"), ":")
+	named, err := f.ep.Create(t.Context(), testenv.TenantA, "http://localhost:"+port+"/hook", []event.Type{event.OrderCreated})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.lifecycle(t, 0)
 	d := webhook.NewDispatcher(f.es, webhook.Config{Now: f.clk.Now})
 	drain(t, d)
 	if n := r.calls.Load(); n != 0 {
 		t.Fatalf("a loopback receiver was called %d times", n)
 	}
-	ds, _ := f.ep.Deliveries(t.Context(), testenv.TenantA, ep.ID, 10)
-	if len(ds) != 1 || ds[0].Status != event.DeliveryPending || !strings.Contains(ds[0].LastError, "private") {
-		t.Fatalf("delivery to a loopback target = %+v", ds)
+	for _, id := range []string{ep.ID, named.ID} {
+		ds, _ := f.ep.Deliveries(t.Context(), testenv.TenantA, id, 10)
+		if len(ds) != 1 || ds[0].Status != event.DeliveryPending || !strings.Contains(ds[0].LastError, "not global unicast") {
+			t.Fatalf("delivery to a loopback target = %+v", ds)
+		}
+		if le := ds[0].LastError; strings.Contains(le, "127.0.0.1") || strings.Contains(le, "::1") || strings.Contains(le, port) {
+			t.Fatalf("last_error %q shows the resolved address", le)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,9 +20,31 @@ import (
 	"github.com/orderly/orderly/service"
 )
 
-// DefaultAdminAddr is the default address of the admin listener: loopback
-// only, since /debug/pprof/ and /metrics are for operators.
-const DefaultAdminAddr = "127.0.0.1:9090"
+// DefaultAdminAddr is the default address of the admin listener: none.
+// The listener serves /metrics and /debug/pprof/ without authentication,
+// so it runs only when asked for (-admin-addr), and two orderd on one
+// machine start with their defaults apart from -addr, with no admin port
+// to share.
+const DefaultAdminAddr = ""
+
+// checkAdminAddr refuses an admin address that is not host:port, and one
+// whose host is not loopback (127.0.0.0/8, ::1, localhost; an empty host
+// is every interface) unless c.AdminAllowRemote opts in: exposing the
+// operators' surface must be a decision, never a side effect of ":9090".
+func (c *Config) checkAdminAddr() error {
+	if c.AdminAddr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR) must be host:port, not %q", c.AdminAddr)
+	}
+	if !loopback(c.AdminAddr) && !c.AdminAllowRemote {
+		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR) %q is not a loopback address, and the admin listener serves /metrics and "+
+			"/debug/pprof/ without authentication: bind it to 127.0.0.1, or set -admin-allow-remote (ORDERD_ADMIN_ALLOW_REMOTE=true) "+
+			"to serve it there on purpose, on a network only operators and Prometheus reach", c.AdminAddr)
+	}
+	return nil
+}
 
 // emptyAdminAddr applies ORDERD_ADMIN_ADDR set but empty, which ff skips
 // as unset: it disables the admin listener unless -admin-addr was given.
@@ -65,16 +88,12 @@ func startTelemetry(ctx context.Context, c Config, logOut io.Writer) (*telemetry
 }
 
 // adminHandler serves the operators' endpoints: /metrics (Prometheus),
-// /debug/pprof/ (net/http/pprof), /healthz (the process is up) and
-// /readyz (the store answers).
+// /debug/pprof/ (net/http/pprof, without cmdline), /healthz (the process
+// is up) and /readyz (the store answers).
 func adminHandler(m *observe.Metrics, svc *service.Service) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	handlePprof(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
@@ -91,6 +110,17 @@ func adminHandler(m *observe.Metrics, svc *service.Service) http.Handler {
 		_, _ = io.WriteString(w, `{"status":"ready"}`+"\n")
 	})
 	return mux
+}
+
+// handlePprof serves net/http/pprof's handlers on mux under /debug/pprof/,
+// except /debug/pprof/cmdline (a 404): the command line holds whatever was
+// passed as flags, API keys, webhook secrets and database URLs included.
+func handlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.Handle("/debug/pprof/cmdline", http.NotFoundHandler())
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // startAdmin serves adminHandler on c.AdminAddr (nothing when it is empty)

@@ -31,6 +31,14 @@ type EventsConfig struct {
 	WebhookInterval time.Duration
 	// WebhookBackoff is the base of the exponential retry backoff.
 	WebhookBackoff time.Duration
+	// WebhookWorkers is how many deliveries one instance sends at once;
+	// WebhookInFlightPerTenant and WebhookInFlightPerEndpoint cap one
+	// tenant's, and one endpoint's, across instances (0: no cap);
+	// WebhookEndpointsPerTenant caps each tenant's endpoints (0: no cap).
+	WebhookWorkers             int
+	WebhookInFlightPerTenant   int
+	WebhookInFlightPerEndpoint int
+	WebhookEndpointsPerTenant  int
 	// NATSURL, when set, publishes every event to NATS JetStream.
 	NATSURL string
 	// PublishInterval is how often new events are published to NATS.
@@ -43,6 +51,10 @@ func (e *EventsConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&e.WebhookTimeout, "webhook-timeout", webhook.DefaultTimeout, "timeout of one webhook delivery attempt")
 	fs.DurationVar(&e.WebhookInterval, "webhook-interval", time.Second, "how often due webhook deliveries are looked for")
 	fs.DurationVar(&e.WebhookBackoff, "webhook-backoff", webhook.DefaultBaseBackoff, "base of the exponential backoff (full jitter) between webhook attempts")
+	fs.IntVar(&e.WebhookWorkers, "webhook-workers", webhook.DefaultWorkers, "webhook deliveries one instance sends at once, each freeing its slot when done")
+	fs.IntVar(&e.WebhookInFlightPerTenant, "webhook-in-flight-per-tenant", webhook.DefaultInFlightPerTenant, "webhook deliveries one tenant may have in flight at once, all instances together; 0 turns the cap off")
+	fs.IntVar(&e.WebhookInFlightPerEndpoint, "webhook-in-flight-per-endpoint", webhook.DefaultInFlightPerEndpoint, "webhook deliveries one endpoint may have in flight at once, all instances together; 0 turns the cap off")
+	fs.IntVar(&e.WebhookEndpointsPerTenant, "webhook-endpoints-per-tenant", webhook.DefaultEndpointsPerTenant, "webhook endpoints one tenant may register (one more is a 409 limit_reached); 0 turns the cap off")
 	fs.StringVar(&e.NATSURL, "nats-url", "", "NATS server URL; when set, every event is published to JetStream subject orderly.<tenant>.<type>")
 	fs.DurationVar(&e.PublishInterval, "publish-interval", 200*time.Millisecond, "how often new events are published to NATS JetStream")
 }
@@ -51,7 +63,36 @@ func (e *EventsConfig) check() error {
 	if e.WebhookRetryWindow <= 0 || e.WebhookTimeout <= 0 || e.WebhookInterval <= 0 || e.WebhookBackoff <= 0 || e.PublishInterval <= 0 {
 		return errors.New("-webhook-retry-window, -webhook-timeout, -webhook-interval, -webhook-backoff and -publish-interval must be positive")
 	}
+	if e.WebhookWorkers < 1 || e.WebhookWorkers > 10000 {
+		return fmt.Errorf("-webhook-workers (ORDERD_WEBHOOK_WORKERS) must be from 1 to 10000, not %d", e.WebhookWorkers)
+	}
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{
+		{"webhook-in-flight-per-tenant", e.WebhookInFlightPerTenant},
+		{"webhook-in-flight-per-endpoint", e.WebhookInFlightPerEndpoint},
+		{"webhook-endpoints-per-tenant", e.WebhookEndpointsPerTenant},
+	} {
+		if c.v < 0 {
+			return fmt.Errorf("-%s (%s) must be 0 (no cap) or positive, not %d", c.flag, envName(c.flag), c.v)
+		}
+	}
 	return nil
+}
+
+// dispatcherConfig is the webhook dispatcher's configuration from e (0,
+// no cap, is -1 for webhook.Config).
+func (e *EventsConfig) dispatcherConfig(log *slog.Logger) webhook.Config {
+	noCap := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	return webhook.Config{AllowPrivate: e.WebhookAllowPrivate, RetryWindow: e.WebhookRetryWindow,
+		Timeout: e.WebhookTimeout, BaseBackoff: e.WebhookBackoff, Logger: log, Workers: e.WebhookWorkers,
+		InFlightPerTenant: noCap(e.WebhookInFlightPerTenant), InFlightPerEndpoint: noCap(e.WebhookInFlightPerEndpoint)}
 }
 
 // startEvents starts the webhook dispatcher and, with a NATS URL, the
@@ -62,9 +103,8 @@ func startEvents(b *background, c EventsConfig, st store.Store, log *slog.Logger
 	if !ok {
 		return nil, errors.New("the store keeps no events")
 	}
-	d := webhook.NewDispatcher(es, webhook.Config{AllowPrivate: c.WebhookAllowPrivate, RetryWindow: c.WebhookRetryWindow,
-		Timeout: c.WebhookTimeout, BaseBackoff: c.WebhookBackoff, Logger: log})
-	drainEvery(b, c.WebhookInterval, d.RunOnce, log.With("worker", "webhooks"))
+	d := webhook.NewDispatcher(es, c.dispatcherConfig(log.With("worker", "webhooks")))
+	b.wg.Go(func() { d.Run(b.ctx, c.WebhookInterval) })
 	if c.NATSURL != "" {
 		nc, err := nats.Connect(c.NATSURL, nats.Name("orderd"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
 		if err != nil {
@@ -84,7 +124,7 @@ func startEvents(b *background, c EventsConfig, st store.Store, log *slog.Logger
 		})
 		log.Info("publishing events to NATS JetStream", "subjects", eventpub.SubjectPrefix+"<tenant>.<type>")
 	}
-	return &webhook.Endpoints{Store: es, AllowPrivate: c.WebhookAllowPrivate}, nil
+	return &webhook.Endpoints{Store: es, AllowPrivate: c.WebhookAllowPrivate, MaxPerTenant: c.WebhookEndpointsPerTenant}, nil
 }
 
 // drainEvery runs pass every interval until ctx ends; a pass that did

@@ -12,8 +12,9 @@
 // of -request-timeout, and on PostgreSQL a pool of -db-max-conns connections
 // whose sessions carry statement_timeout and lock_timeout.
 //
-// A second listener, -admin-addr (default 127.0.0.1:9090; empty disables
-// it), serves /metrics, /debug/pprof/, /healthz and /readyz. Traces are
+// A second listener, -admin-addr (off by default; a host that is not
+// loopback needs -admin-allow-remote), serves /metrics, /debug/pprof/
+// (without cmdline), /healthz and /readyz. Traces are
 // exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (package
 // observe).
 package main
@@ -82,7 +83,7 @@ func main() {
 // Config is orderd's configuration, parsed once by ParseConfig.
 type Config struct {
 	Addr              string
-	AdminAddr         string // admin listener (/metrics, /debug/pprof/, probes); empty disables it
+	AdminAddr         string // admin listener (/metrics, /debug/pprof/, probes); empty (the default) disables it
 	DatabaseURL       string
 	DataDir           string
 	APIKeys           map[string]string // API key → tenant
@@ -132,6 +133,8 @@ type Config struct {
 	// address that is not loopback. Without it, orderd refuses to start
 	// there unless API keys and provider URLs are configured.
 	DevMode bool
+	// AdminAllowRemote allows an AdminAddr whose host is not loopback.
+	AdminAllowRemote bool
 	// TenantRateLimit is each tenant's sustained request rate in requests
 	// per second, and TenantBurst the requests it may make at once; 0 turns
 	// the limit off (api.Config.TenantRateLimit).
@@ -172,6 +175,12 @@ const (
 	MaxMaxBodyBytes = 16 << 20
 )
 
+// envName is the environment variable of flag name: ORDERD_ and the name
+// in capitals, dashes as underscores.
+func envName(flag string) string {
+	return "ORDERD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
 // ParseConfig parses args and ORDERD_* environment variables. Errors name
 // the bad setting.
 func ParseConfig(args []string, stderr io.Writer) (Config, error) {
@@ -187,7 +196,8 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		replicas = fs.String("database-replica-urls", "", "postgres:// URLs of streaming replicas of -database-url, comma-separated; only GET /v1/orders and GET /v1/orders/{id} read from them")
 	)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (env ORDERD_ADDR)")
-	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, "admin listen address for /metrics, /debug/pprof/, /healthz and /readyz; empty disables it")
+	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, "admin listen address for /metrics, /debug/pprof/, /healthz and /readyz, such as 127.0.0.1:9090; empty (the default) serves none")
+	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "allow an -admin-addr whose host is not loopback (the admin listener has no authentication)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres:// URL; empty selects the embedded store (env ORDERD_DATABASE_URL)")
 	fs.StringVar(&c.DataDir, "data-dir", "data", "directory of the embedded store's file (env ORDERD_DATA_DIR)")
 	fs.DurationVar(&c.KeyTTL, "idempotency-key-ttl", idempotency.DefaultKeyTTL, "retention of client-sent idempotency keys")
@@ -224,7 +234,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.CommandsRoot, "commands-subject-root", natsbus.DefaultRoot, "first token of the command subjects <root>.<tenant>.commands.<op>")
 	fs.DurationVar(&c.CommandsDuplicateWindow, "commands-duplicate-window", natsbus.DefaultDuplicateWindow, "the commands stream's duplicate window: a resend with the same Nats-Msg-Id within it is dropped by the stream")
 	fs.VisitAll(func(f *flag.Flag) {
-		env := "ORDERD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envName(f.Name)
 		if !strings.Contains(f.Usage, env) {
 			f.Usage += " (env " + env + ")"
 		}
@@ -233,6 +243,12 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		return c, err
 	}
 	emptyAdminAddr(fs, &c)
+	if err := c.checkDurationFloors(); err != nil {
+		return c, err
+	}
+	if err := c.checkAdminAddr(); err != nil {
+		return c, err
+	}
 	c.Policy = idempotency.Policy(*policy)
 	if !c.Policy.Valid() {
 		return c, fmt.Errorf("-idempotency-policy (ORDERD_IDEMPOTENCY_POLICY) must be derive, require or off, not %q", *policy)
@@ -558,7 +574,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	if c.ProviderWebhookSecret != "" {
 		apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
 	}
-	handler := observe.HTTP(api.New(svc, apiCfg), tel.metrics, tel.tp)
+	handler := apiHandler(svc, apiCfg, tel)
 	if c.CommandsNATSURL != "" {
 		stopCommands, err := startCommands(workers.ctx, c, svc, apiCfg, log)
 		if err != nil {
@@ -603,6 +619,13 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// apiHandler is the handler the API listener serves: the API's router
+// wrapped in the request metrics and tracing of tel (observe.HTTP). Run
+// serves it, and tests build it the same way so every wrapper is covered.
+func apiHandler(svc *service.Service, cfg api.Config, tel *telemetry) http.Handler {
+	return observe.HTTP(api.New(svc, cfg), tel.metrics, tel.tp)
 }
 
 // MaxHeaderBytes bounds the request line and header fields that orderd reads

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -602,32 +603,81 @@ func postProblem(t *testing.T, addr, path, key string) problemReply {
 
 // TestBackgroundStopWaitsForWorkers: stopping the workers (before the store
 // closes) waits for a pass that is still running, such as a completer pass
-// in the middle of a provider call. (Were stop not to wait, the worker would
-// usually see it return within the pause below; with the wait it never can,
-// so a busy machine can only hide the bug, never fail the test falsely.)
+// in the middle of a provider call. Deterministic with testing/synctest:
+// once every goroutine of the bubble is durably blocked (the worker on its
+// release, stop either waiting for it or returned), stop must not have
+// returned; released, the worker finishes and only then does stop return.
 func TestBackgroundStopWaitsForWorkers(t *testing.T) {
-	b := startBackground(context.Background())
-	stopped, checked := make(chan struct{}), make(chan struct{})
-	var returnedEarly atomic.Bool
-	ran := false
-	b.every(time.Hour, func(ctx context.Context) {
-		if ran {
-			return
-		}
-		ran = true
-		<-ctx.Done() // stop was called; a provider call would carry on
-		time.Sleep(50 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		b := startBackground(context.Background())
+		release := make(chan struct{})
+		var finished atomic.Bool
+		ran := false
+		b.every(time.Hour, func(ctx context.Context) {
+			if ran {
+				return
+			}
+			ran = true
+			<-ctx.Done() // stop was called; a provider call would carry on
+			<-release
+			finished.Store(true)
+		})
+		synctest.Wait() // the worker's first pass is running
+		stopped := make(chan bool, 1)
+		go func() {
+			b.stop()
+			stopped <- finished.Load()
+		}()
+		synctest.Wait() // the worker holds on release; stop has returned or waits
 		select {
 		case <-stopped:
-			returnedEarly.Store(true)
+			close(release)
+			t.Fatal("stop returned while a worker was still running")
 		default:
 		}
-		close(checked)
+		close(release)
+		if !<-stopped {
+			t.Fatal("stop returned before the worker finished")
+		}
 	})
-	b.stop()
-	close(stopped)
-	<-checked
-	if returnedEarly.Load() {
-		t.Fatal("stop returned while a worker was still running")
+}
+
+// TestDurationFloors: every duration setting below its floor is refused at
+// start with a message naming the setting, its variable and the floor.
+// Regression: 1ns intervals, webhook timeout and window, and a 3ms lease
+// were accepted and left a service that answered 503 forever.
+func TestDurationFloors(t *testing.T) {
+	c, err := ParseConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.durationFloors() {
+		if f.value < f.floor {
+			t.Errorf("the default of -%s (%s) is below its floor %s", f.flag, f.value, f.floor)
+		}
+		t.Run(f.flag, func(t *testing.T) {
+			below := f.floor - time.Nanosecond
+			if f.floor == 0 {
+				below = -time.Second
+			}
+			env := envName(f.flag)
+			t.Setenv(env, below.String())
+			_, err := ParseConfig(nil, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "-"+f.flag+" ("+env+")") || !strings.Contains(err.Error(), "at least "+f.floor.String()) {
+				t.Errorf("%s=%s: err = %v, want one naming -%s, %s and its floor %s", env, below, err, f.flag, env, f.floor)
+			}
+		})
+	}
+	for _, tc := range []struct{ env, value string }{
+		{"ORDERD_LEASE", "3ms"}, {"ORDERD_WEBHOOK_TIMEOUT", "1ns"}, {"ORDERD_WEBHOOK_RETRY_WINDOW", "1ns"},
+		{"ORDERD_WEBHOOK_INTERVAL", "1ns"}, {"ORDERD_COMPLETER_INTERVAL", "1ns"}, {"ORDERD_SWEEP_INTERVAL", "1ns"},
+		{"ORDERD_PUBLISH_INTERVAL", "1ns"}, {"ORDERD_PROVIDER_TIMEOUT", "1ns"},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			if _, err := ParseConfig(nil, io.Discard); err == nil || !strings.Contains(err.Error(), tc.env) {
+				t.Errorf("%s=%s: err = %v, want one naming %s", tc.env, tc.value, err, tc.env)
+			}
+		})
 	}
 }

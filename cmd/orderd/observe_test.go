@@ -347,6 +347,10 @@ func TestAdminListener(t *testing.T) {
 	}{
 		{o.admin, "/metrics", 200, "# TYPE orderly_idempotency_replays_total counter"},
 		{o.admin, "/debug/pprof/", 200, "goroutine"},
+		// The command line holds secrets passed as flags (regression: it
+		// was served).
+		{o.admin, "/debug/pprof/cmdline", 404, ""},
+		{o.admin, "/debug/pprof/symbol", 200, "num_symbols"},
 		{o.admin, "/healthz", 200, `"ok"`},
 		{o.admin, "/readyz", 200, `"ready"`},
 		{o.api, "/metrics", 404, ""},
@@ -364,26 +368,104 @@ func TestAdminListener(t *testing.T) {
 	}
 }
 
-// TestAdminAddr checks the admin listener's setting: 127.0.0.1:9090 by
-// default, and off when empty.
+// TestAdminAddr checks the admin listener's setting: off by default, off
+// when empty, and a host that is not loopback refused unless
+// -admin-allow-remote opts in. Regression: the default 127.0.0.1:9090 kept
+// a second orderd on the machine from starting, and 0.0.0.0 passed.
 func TestAdminAddr(t *testing.T) {
-	t.Setenv("ORDERD_ADMIN_ADDR", "")
 	c, err := ParseConfig(nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || c.AdminAddr != "" {
+		t.Errorf("default AdminAddr = %q, %v; want empty (no admin listener)", c.AdminAddr, err)
 	}
-	if c.AdminAddr != "" {
-		t.Errorf("ORDERD_ADMIN_ADDR empty: AdminAddr = %q, want empty (disabled)", c.AdminAddr)
+	t.Setenv("ORDERD_ADMIN_ADDR", "")
+	c, err = ParseConfig(nil, io.Discard)
+	if err != nil || c.AdminAddr != "" {
+		t.Errorf("ORDERD_ADMIN_ADDR empty: AdminAddr = %q, %v; want empty (disabled)", c.AdminAddr, err)
 	}
-	c, err = ParseConfig([]string{"-admin-addr", DefaultAdminAddr}, io.Discard)
-	if err != nil || c.AdminAddr != "127.0.0.1:9090" {
-		t.Errorf("AdminAddr = %q, %v; want 127.0.0.1:9090", c.AdminAddr, err)
+	for _, addr := range []string{"127.0.0.1:9090", "[::1]:9090", "localhost:9090"} {
+		if c, err := ParseConfig([]string{"-admin-addr", addr}, io.Discard); err != nil || c.AdminAddr != addr {
+			t.Errorf("-admin-addr %s: AdminAddr = %q, %v", addr, c.AdminAddr, err)
+		}
+	}
+	for _, addr := range []string{":9090", "0.0.0.0:9090", "[::]:9090", "192.0.2.1:9090", "admin.internal:9090", "127.0.0.1"} {
+		_, err := ParseConfig([]string{"-admin-addr", addr}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "ORDERD_ADMIN_ADDR") {
+			t.Errorf("-admin-addr %s: err = %v, want a refusal naming ORDERD_ADMIN_ADDR", addr, err)
+		}
+		if addr != "127.0.0.1" && (err == nil || !strings.Contains(err.Error(), "ORDERD_ADMIN_ALLOW_REMOTE=true")) {
+			t.Errorf("-admin-addr %s: err = %v, want it to name the opt-in ORDERD_ADMIN_ALLOW_REMOTE=true", addr, err)
+		}
+	}
+	t.Setenv("ORDERD_ADMIN_ALLOW_REMOTE", "true")
+	if c, err := ParseConfig([]string{"-admin-addr", "0.0.0.0:9090"}, io.Discard); err != nil || c.AdminAddr != "0.0.0.0:9090" {
+		t.Errorf("with the opt-in: AdminAddr = %q, %v; want 0.0.0.0:9090", c.AdminAddr, err)
 	}
 	stop, err := startAdmin(Config{}, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop(context.Background())
+}
+
+// TestTwoOrderdWithDefaults starts two orderd in this process on one
+// database with nothing configured but the API address (and the database
+// they share, as in the README's two-instance walk-through): both start
+// and serve. Regression: both took the admin listener's default
+// 127.0.0.1:9090 and the second failed to start.
+func TestTwoOrderdWithDefaults(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	for i := range 2 {
+		c, err := ParseConfig([]string{"-addr", "127.0.0.1:0", "-database-url", url}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &syncBuffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, c, logs) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("orderd %d: Run: %v", i+1, err)
+			}
+		})
+		addr := waitListening(t, logs, done)
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("orderd %d: /readyz = %d", i+1, resp.StatusCode)
+		}
+		if strings.Contains(logs.String(), `"admin listening"`) {
+			t.Errorf("orderd %d started an admin listener nobody asked for", i+1)
+		}
+	}
+}
+
+// waitListening waits (up to two minutes: the machine may be loaded) until
+// logs show orderd's API listening and returns its address; it fails the
+// test if Run returns first.
+func waitListening(t *testing.T, logs *syncBuffer, done chan error) string {
+	t.Helper()
+	deadline := time.After(2 * time.Minute)
+	for {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var l struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
+				return l.Addr
+			}
+		}
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("orderd stopped before listening: %v\n%s", err, logs.String())
+		case <-deadline:
+			t.Fatalf("orderd did not listen within two minutes:\n%s", logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // TestDashboardUsesOnlyExportedMetrics reads the Grafana dashboard of

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"time"
 )
@@ -55,13 +54,10 @@ func listenPprof(addr string) (net.Listener, error) {
 	return new(net.ListenConfig).Listen(context.Background(), "tcp", addr)
 }
 
-// pprofMux serves the net/http/pprof handlers on a mux of its own.
+// pprofMux serves the net/http/pprof handlers (handlePprof: cmdline
+// excluded) on a mux of its own.
 func pprofMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	handlePprof(mux)
 	return mux
 }

@@ -77,6 +77,12 @@ type Options struct {
 	AuthFailuresPerMinute int
 	// Logger receives the API's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Observer, if set, is the service's (service.Config.Observer), so a
+	// test can wait on an idempotency event instead of a sleep.
+	Observer service.Observer
+	// EndpointsPerTenant caps each tenant's webhook endpoints
+	// (webhook.Endpoints.MaxPerTenant); zero means none.
+	EndpointsPerTenant int
 }
 
 // Env is a running stack.
@@ -115,6 +121,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 	}
 	e.Service = service.New(e.Store, gw, e.Warehouse, service.Config{
 		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, GroupCommit: !opt.NoGroupCommit,
+		Observer: opt.Observer,
 	})
 	e.Server = httptest.NewServer(api.New(e.Service, api.Config{
 		APIKeys:         map[string]string{KeyA: TenantA, KeyB: TenantB},
@@ -124,7 +131,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		RequestTimeout:  opt.RequestTimeout,
 		ProviderWebhook: opt.ProviderWebhook,
 		// Loopback webhook receivers are what tests have.
-		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now},
+		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now, MaxPerTenant: opt.EndpointsPerTenant},
 		Logger: opt.Logger,
 
 		TenantRateLimit:       opt.TenantRateLimit,

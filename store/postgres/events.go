@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -124,14 +125,33 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, id string) (event.Stored
 	return evs[0], nil
 }
 
-// CreateEndpoint implements store.EventStore.
-func (s *Store) CreateEndpoint(ctx context.Context, e event.Endpoint) error {
+// createEndpoint inserts an endpoint ($1 id, $2 tenant, $3 url, $4 types,
+// $5 secret, $6 created) unless the tenant already has $7 endpoints.
+const createEndpoint = `INSERT INTO webhook_endpoints (id, tenant_id, url, event_types, secret, created_at)
+SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7`
+
+// CreateEndpoint implements store.EventStore in one transaction: a
+// transaction-scoped advisory lock on the tenant serializes its creates,
+// so the count the insert is guarded by is never stale (READ COMMITTED
+// takes the insert's snapshot after the lock is held).
+func (s *Store) CreateEndpoint(ctx context.Context, e event.Endpoint, maxPerTenant int) error {
 	types := make([]string, len(e.Types))
 	for i, t := range e.Types {
 		types[i] = string(t)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_endpoints (id, tenant_id, url, event_types, secret, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)`, e.ID, e.TenantID, e.URL, types, e.Secret, e.CreatedAt)
+	if maxPerTenant <= 0 {
+		maxPerTenant = math.MaxInt32
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('orderly.webhook_endpoints.' || $1::text, 0))`, e.TenantID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, createEndpoint, e.ID, e.TenantID, e.URL, types, e.Secret, e.CreatedAt, maxPerTenant)
+		if err == nil && tag.RowsAffected() == 0 {
+			return store.ErrLimitReached
+		}
+		return err
+	})
 	return translate(err)
 }
 
@@ -235,42 +255,75 @@ WHERE d.tenant_id = $1 AND d.endpoint_id = $2 ORDER BY d.created_at DESC, d.even
 	return out, translate(err)
 }
 
+// claimLockKey is the advisory lock that serializes ClaimDeliveries
+// across instances ("orderly.webhook.claim" as a 64-bit number).
+const claimLockKey = 0x6f72646c79776863
+
 // claimDeliveries leases due deliveries for $1 microseconds, at most $2 of
 // them, due and expired as of orderly_now(), the database's clock: the
-// first undelivered event of each (endpoint, order) only, skipping rows
-// another instance is claiming.
+// first undelivered event of each (endpoint, order) only. Fairness: each
+// tenant's in-flight deliveries (delivering under an unexpired lease) stay
+// at most $3, each endpoint's at most $4; the due deliveries are ranked
+// within their endpoint (ep_rank), those that fit the endpoint's cap
+// ranked within their tenant (t_rank), and taken by t_rank first, so
+// tenants (and a tenant's endpoints) interleave. Run under claimLockKey:
+// the in-flight counts are not stale.
 const claimDeliveries = `
-WITH due AS (
-    SELECT d.endpoint_id, d.event_id FROM webhook_deliveries d
+WITH busy_t AS (
+    SELECT tenant_id, count(*) AS n FROM webhook_deliveries
+    WHERE status = 'delivering' AND locked_until > orderly_now() GROUP BY tenant_id
+), busy_e AS (
+    SELECT endpoint_id, count(*) AS n FROM webhook_deliveries
+    WHERE status = 'delivering' AND locked_until > orderly_now() GROUP BY endpoint_id
+), due AS (
+    SELECT d.endpoint_id, d.event_id, d.tenant_id, COALESCE(d.next_attempt_at, d.locked_until) AS due_at,
+           row_number() OVER (PARTITION BY d.endpoint_id ORDER BY COALESCE(d.next_attempt_at, d.locked_until), d.event_id) AS ep_rank
+    FROM webhook_deliveries d
     JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.disabled_reason IS NULL
     WHERE ((d.status = 'pending' AND d.next_attempt_at <= orderly_now())
            OR (d.status = 'delivering' AND d.locked_until <= orderly_now()))
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p
                       WHERE p.endpoint_id = d.endpoint_id AND p.order_id = d.order_id AND p.sequence < d.sequence
                         AND p.status IN ('pending', 'delivering'))
-    ORDER BY COALESCE(d.next_attempt_at, d.locked_until)
+), fit AS (
+    SELECT due.endpoint_id, due.event_id, due.tenant_id, due.due_at,
+           row_number() OVER (PARTITION BY due.tenant_id ORDER BY due.ep_rank, due.due_at, due.event_id) AS t_rank
+    FROM due LEFT JOIN busy_e be ON be.endpoint_id = due.endpoint_id
+    WHERE due.ep_rank + COALESCE(be.n, 0) <= $4
+), picked AS (
+    SELECT fit.endpoint_id, fit.event_id FROM fit LEFT JOIN busy_t bt ON bt.tenant_id = fit.tenant_id
+    WHERE fit.t_rank + COALESCE(bt.n, 0) <= $3
+    ORDER BY fit.t_rank, fit.due_at, fit.event_id
     LIMIT $2
-    FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE webhook_deliveries d SET status = 'delivering',
     locked_until = orderly_now() + $1::bigint * interval '1 microsecond', next_attempt_at = NULL,
     attempts = d.attempts + 1, updated_at = orderly_now()
-FROM due, order_events ev, webhook_endpoints w
-WHERE d.endpoint_id = due.endpoint_id AND d.event_id = due.event_id AND ev.id = d.event_id AND w.id = d.endpoint_id
+FROM picked, order_events ev, webhook_endpoints w
+WHERE d.endpoint_id = picked.endpoint_id AND d.event_id = picked.event_id AND ev.id = d.event_id AND w.id = d.endpoint_id
 RETURNING ` + deliveryColumns + `, ev.body, w.url, w.secret`
 
-// ClaimDeliveries implements store.EventStore in one statement.
-func (s *Store) ClaimDeliveries(ctx context.Context, lease time.Duration, limit int) ([]event.Delivery, error) {
-	rows, err := s.pool.Query(ctx, claimDeliveries, lease.Microseconds(), limit)
-	if err != nil {
-		return nil, translate(err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (event.Delivery, error) {
-		var body string
-		var url, secret string
-		d, err := scanDelivery(row, &body, &url, &secret)
-		d.Body, d.URL, d.Secret = []byte(body), url, secret
-		return d, err
+// ClaimDeliveries implements store.EventStore in one transaction: the
+// advisory lock claimLockKey, then one statement.
+func (s *Store) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]event.Delivery, error) {
+	perTenant, perEndpoint := c.Caps()
+	var out []event.Delivery
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(claimLockKey)); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, claimDeliveries, c.Lease.Microseconds(), max(c.Limit, 1), perTenant, perEndpoint)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (event.Delivery, error) {
+			var body string
+			var url, secret string
+			d, err := scanDelivery(row, &body, &url, &secret)
+			d.Body, d.URL, d.Secret = []byte(body), url, secret
+			return d, err
+		})
+		return err
 	})
 	return out, translate(err)
 }

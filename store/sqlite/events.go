@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -100,15 +101,30 @@ func (s *Store) GetEvent(ctx context.Context, tenantID, id string) (event.Stored
 	return evs[0], nil
 }
 
-// CreateEndpoint implements store.EventStore.
-func (s *Store) CreateEndpoint(ctx context.Context, e event.Endpoint) error {
+// CreateEndpoint implements store.EventStore in one IMMEDIATE transaction
+// (it holds the write lock, so the count is not stale).
+func (s *Store) CreateEndpoint(ctx context.Context, e event.Endpoint, maxPerTenant int) error {
 	types, err := json.Marshal(e.Types)
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO webhook_endpoints (id, tenant_id, url, event_types, secret, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)`, e.ID, e.TenantID, e.URL, string(types), e.Secret, micros(e.CreatedAt))
-	return translate(err)
+	if maxPerTenant <= 0 {
+		maxPerTenant = math.MaxInt32
+	}
+	return translate(s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_endpoints (id, tenant_id, url, event_types, secret, created_at)
+SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $2) < $7`,
+			e.ID, e.TenantID, e.URL, string(types), e.Secret, micros(e.CreatedAt), maxPerTenant)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return store.ErrLimitReached
+		}
+		return nil
+	}))
 }
 
 const endpointColumns = `id, tenant_id, url, event_types, disabled_reason, created_at`
@@ -212,30 +228,50 @@ WHERE d.tenant_id = $1 AND d.endpoint_id = $2 ORDER BY d.created_at DESC, d.even
 	return out, translate(rows.Err())
 }
 
-// claimDeliveries is the PostgreSQL store's statement without SKIP LOCKED
-// (one writer at a time), with $1 now (the store's clock), $2 lease until,
-// $3 limit.
+// claimDeliveries is the PostgreSQL store's statement (its fairness
+// ranking included) inside an IMMEDIATE transaction, which serializes
+// claimers, with $1 now (the store's clock), $2 lease until, $3 limit, $4
+// per-tenant cap, $5 per-endpoint cap.
 const claimDeliveries = `
-UPDATE webhook_deliveries AS d SET status = 'delivering', locked_until = $2, next_attempt_at = NULL,
-    attempts = d.attempts + 1, updated_at = $1
-WHERE (d.endpoint_id, d.event_id) IN (
-    SELECT d.endpoint_id, d.event_id FROM webhook_deliveries d
+WITH busy_t AS (
+    SELECT tenant_id, count(*) AS n FROM webhook_deliveries
+    WHERE status = 'delivering' AND locked_until > $1 GROUP BY tenant_id
+), busy_e AS (
+    SELECT endpoint_id, count(*) AS n FROM webhook_deliveries
+    WHERE status = 'delivering' AND locked_until > $1 GROUP BY endpoint_id
+), due AS (
+    SELECT d.endpoint_id, d.event_id, d.tenant_id, COALESCE(d.next_attempt_at, d.locked_until) AS due_at,
+           row_number() OVER (PARTITION BY d.endpoint_id ORDER BY COALESCE(d.next_attempt_at, d.locked_until), d.event_id) AS ep_rank
+    FROM webhook_deliveries d
     JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.disabled_reason IS NULL
     WHERE ((d.status = 'pending' AND d.next_attempt_at <= $1) OR (d.status = 'delivering' AND d.locked_until <= $1))
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p
                       WHERE p.endpoint_id = d.endpoint_id AND p.order_id = d.order_id AND p.sequence < d.sequence
                         AND p.status IN ('pending', 'delivering'))
-    ORDER BY COALESCE(d.next_attempt_at, d.locked_until)
-    LIMIT $3)
+), fit AS (
+    SELECT due.endpoint_id, due.event_id, due.tenant_id, due.due_at,
+           row_number() OVER (PARTITION BY due.tenant_id ORDER BY due.ep_rank, due.due_at, due.event_id) AS t_rank
+    FROM due LEFT JOIN busy_e be ON be.endpoint_id = due.endpoint_id
+    WHERE due.ep_rank + COALESCE(be.n, 0) <= $5
+), picked AS (
+    SELECT fit.endpoint_id, fit.event_id FROM fit LEFT JOIN busy_t bt ON bt.tenant_id = fit.tenant_id
+    WHERE fit.t_rank + COALESCE(bt.n, 0) <= $4
+    ORDER BY fit.t_rank, fit.due_at, fit.event_id
+    LIMIT $3
+)
+UPDATE webhook_deliveries AS d SET status = 'delivering', locked_until = $2, next_attempt_at = NULL,
+    attempts = d.attempts + 1, updated_at = $1
+WHERE (d.endpoint_id, d.event_id) IN (SELECT endpoint_id, event_id FROM picked)
 RETURNING endpoint_id, event_id`
 
 // ClaimDeliveries implements store.EventStore in one IMMEDIATE
 // transaction.
-func (s *Store) ClaimDeliveries(ctx context.Context, lease time.Duration, limit int) ([]event.Delivery, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]event.Delivery, error) {
+	perTenant, perEndpoint := c.Caps()
 	var out []event.Delivery
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
-		rows, err := tx.QueryContext(ctx, claimDeliveries, now, now+lease.Microseconds(), limit)
+		rows, err := tx.QueryContext(ctx, claimDeliveries, now, now+c.Lease.Microseconds(), max(c.Limit, 1), perTenant, perEndpoint)
 		if err != nil {
 			return err
 		}

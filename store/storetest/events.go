@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,12 +77,30 @@ func decodeEvent(t *testing.T, s event.Stored) event.Event {
 
 func mustEndpoint(t *testing.T, es store.EventStore, tenant string, types ...event.Type) event.Endpoint {
 	t.Helper()
-	ep := event.Endpoint{ID: event.EndpointIDPrefix + fmt.Sprint(time.Now().UnixNano()), TenantID: tenant,
-		URL: "http://127.0.0.1:9/hook", Types: types, Secret: "whsec_x", Enabled: true, CreatedAt: base}
-	if err := es.CreateEndpoint(t.Context(), ep); err != nil {
+	ep := newEndpoint(tenant)
+	ep.Types = types
+	if err := es.CreateEndpoint(t.Context(), ep, 0); err != nil {
 		t.Fatalf("CreateEndpoint: %v", err)
 	}
 	return ep
+}
+
+// endpointSeq makes endpoint ids unique within a test binary.
+var endpointSeq atomic.Int64
+
+// newEndpoint returns an endpoint of tenant (not stored) with a fresh id.
+func newEndpoint(tenant string) event.Endpoint {
+	return event.Endpoint{ID: fmt.Sprintf("%s%d_%d", event.EndpointIDPrefix, time.Now().UnixNano(), endpointSeq.Add(1)), TenantID: tenant,
+		URL: "http://127.0.0.1:9/hook", Types: event.Types, Secret: "whsec_x", Enabled: true, CreatedAt: base}
+}
+
+// countBy counts ds by key.
+func countBy(ds []event.Delivery, key func(event.Delivery) string) map[string]int {
+	out := map[string]int{}
+	for _, d := range ds {
+		out[key(d)]++
+	}
+	return out
 }
 
 func testEvents(t *testing.T, open func(t *testing.T) *subject) {
@@ -248,7 +267,7 @@ func testEvents(t *testing.T, open func(t *testing.T) *subject) {
 		claim := func(at time.Time) []event.Delivery {
 			t.Helper()
 			s.at(at)
-			ds, err := es.ClaimDeliveries(ctx, lease, 10)
+			ds, err := es.ClaimDeliveries(ctx, store.DeliveryClaim{Lease: lease, Limit: 10})
 			if err != nil {
 				t.Fatalf("ClaimDeliveries: %v", err)
 			}
@@ -337,7 +356,7 @@ func testEvents(t *testing.T, open func(t *testing.T) *subject) {
 		s.at(base.Add(time.Minute))
 		raceAll(10, func(int) error {
 			for {
-				ds, err := es.ClaimDeliveries(t.Context(), time.Hour, 3)
+				ds, err := es.ClaimDeliveries(t.Context(), store.DeliveryClaim{Lease: time.Hour, Limit: 3})
 				if err != nil && !errors.Is(err, store.ErrUnavailable) {
 					t.Errorf("ClaimDeliveries: %v", err)
 					return err
@@ -358,6 +377,174 @@ func testEvents(t *testing.T, open func(t *testing.T) *subject) {
 		for id, c := range seen {
 			if c != 1 {
 				t.Errorf("delivery of %s claimed %d times", id, c)
+			}
+		}
+	})
+
+	t.Run("EndpointsPerTenantCapped", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		es := eventStore(t, s)
+		ctx := t.Context()
+		const limit = 5
+		var created atomic.Int32
+		raceAll(12, func(int) error {
+			err := es.CreateEndpoint(ctx, newEndpoint("tenant-a"), limit)
+			switch {
+			case err == nil:
+				created.Add(1)
+			case errors.Is(err, store.ErrUnavailable):
+				return err
+			case !errors.Is(err, store.ErrLimitReached):
+				t.Errorf("CreateEndpoint = %v, want nil or ErrLimitReached", err)
+			}
+			return nil
+		})
+		eps, err := es.ListEndpoints(ctx, "tenant-a")
+		if err != nil || len(eps) != limit || int(created.Load()) != limit {
+			t.Fatalf("12 racing creates under a cap of %d: %d succeeded, %d stored (%v)", limit, created.Load(), len(eps), err)
+		}
+		if err := es.CreateEndpoint(ctx, newEndpoint("tenant-a"), limit); !errors.Is(err, store.ErrLimitReached) {
+			t.Fatalf("one more = %v, want ErrLimitReached", err)
+		}
+		// Another tenant's count is its own; no cap is no cap.
+		if err := es.CreateEndpoint(ctx, newEndpoint("tenant-b"), limit); err != nil {
+			t.Fatalf("another tenant's create = %v", err)
+		}
+		if err := es.CreateEndpoint(ctx, newEndpoint("tenant-a"), 0); err != nil {
+			t.Fatalf("create without a cap = %v", err)
+		}
+		// A deleted endpoint frees its place.
+		if err := es.DeleteEndpoint(ctx, "tenant-b", eps[0].ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("delete of another tenant's = %v", err)
+		}
+		for _, ep := range eps[:2] {
+			if err := es.DeleteEndpoint(ctx, "tenant-a", ep.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := es.CreateEndpoint(ctx, newEndpoint("tenant-a"), limit); err != nil {
+			t.Fatalf("create after deletes = %v", err)
+		}
+	})
+
+	t.Run("ClaimsInterleaveTenantsWithinCaps", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		es := eventStore(t, s)
+		ctx := t.Context()
+		// Tenant a: three endpoints, 10 orders each fanned out to all three
+		// (30 due deliveries, the oldest). Tenant b: one endpoint, two
+		// orders created a second later.
+		for range 3 {
+			mustEndpoint(t, es, "tenant-a", event.OrderCreated)
+		}
+		epB := mustEndpoint(t, es, "tenant-b", event.OrderCreated)
+		for i := range 10 {
+			mustCreate(t, s, nil, newOrder(t, "tenant-a", fmt.Sprint("cust-a", i), base))
+		}
+		for i := range 2 {
+			mustCreate(t, s, nil, newOrder(t, "tenant-b", fmt.Sprint("cust-b", i), base.Add(time.Second)))
+		}
+		now := base.Add(time.Minute)
+		claim := func(c store.DeliveryClaim) []event.Delivery {
+			t.Helper()
+			s.at(now)
+			c.Lease = time.Hour
+			ds, err := es.ClaimDeliveries(ctx, c)
+			if err != nil {
+				t.Fatalf("ClaimDeliveries(%+v): %v", c, err)
+			}
+			return ds
+		}
+		// Interleaving: a claim of two takes each tenant's first, although
+		// all of a's are older (regression: first-in first-out across
+		// tenants gave a both).
+		first := claim(store.DeliveryClaim{Limit: 2})
+		if by := countBy(first, func(d event.Delivery) string { return d.TenantID }); by["tenant-a"] != 1 || by["tenant-b"] != 1 {
+			t.Fatalf("claim of 2 took %v, want one of each tenant", by)
+		}
+		// Caps count what is in flight already: a holds 1 of its 3, its
+		// endpoints one each at most; b's endpoint is at its cap of 1.
+		caps := store.DeliveryClaim{Limit: 100, PerTenant: 3, PerEndpoint: 1}
+		second := claim(caps)
+		byTenant := countBy(second, func(d event.Delivery) string { return d.TenantID })
+		if byTenant["tenant-a"] != 2 || byTenant["tenant-b"] != 0 {
+			t.Fatalf("capped claim took %v, want 2 of tenant-a (3 in flight) and none of tenant-b (its endpoint at its cap)", byTenant)
+		}
+		inFlight := append(first, second...)
+		for ep, n := range countBy(inFlight, func(d event.Delivery) string { return d.EndpointID }) {
+			if n > 1 {
+				t.Fatalf("endpoint %s has %d deliveries in flight, cap 1", ep, n)
+			}
+		}
+		if more := claim(caps); len(more) != 0 {
+			t.Fatalf("claimed %+v past the caps", more)
+		}
+		// One of b's finishes: its endpoint has room for one more, and only
+		// for that one.
+		for _, d := range inFlight {
+			if d.EndpointID == epB.ID {
+				s.at(now)
+				if err := es.FinishDelivery(ctx, store.DeliveryOutcome{EndpointID: d.EndpointID, EventID: d.EventID,
+					Attempts: d.Attempts, Status: event.DeliverySucceeded, LastStatus: 200}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if next := claim(caps); len(next) != 1 || next[0].EndpointID != epB.ID {
+			t.Fatalf("after b's delivery finished: claimed %+v, want b's second only", next)
+		}
+		// A lease that expired is not in flight: a's three come due again
+		// and are taken over within its cap.
+		now = now.Add(2 * time.Hour)
+		if again := claim(caps); len(countBy(again, func(d event.Delivery) string { return d.EndpointID })) != len(again) ||
+			countBy(again, func(d event.Delivery) string { return d.TenantID })["tenant-a"] != 3 {
+			t.Fatalf("after the leases expired: claimed %+v, want 3 of tenant-a on 3 endpoints", again)
+		}
+	})
+
+	t.Run("RacingClaimsKeepTheCaps", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		es := eventStore(t, s)
+		for range 4 {
+			mustEndpoint(t, es, "tenant-a", event.OrderCreated)
+		}
+		for i := range 10 {
+			mustCreate(t, s, nil, newOrder(t, "tenant-a", fmt.Sprint("cust-", i), base))
+		}
+		s.at(base.Add(time.Minute))
+		var mu sync.Mutex
+		var claimed []event.Delivery
+		raceAll(10, func(int) error {
+			for range 3 {
+				ds, err := es.ClaimDeliveries(t.Context(), store.DeliveryClaim{Lease: time.Hour, Limit: 2, PerTenant: 5, PerEndpoint: 2})
+				if err != nil {
+					if !errors.Is(err, store.ErrUnavailable) {
+						t.Errorf("ClaimDeliveries: %v", err)
+					}
+					return err
+				}
+				mu.Lock()
+				claimed = append(claimed, ds...)
+				mu.Unlock()
+			}
+			return nil
+		})
+		// A claimer refused as busy (SQLite) took nothing; one more claim
+		// tops up to the cap, never past it.
+		ds, err := es.ClaimDeliveries(t.Context(), store.DeliveryClaim{Lease: time.Hour, Limit: 10, PerTenant: 5, PerEndpoint: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed = append(claimed, ds...)
+		if len(claimed) != 5 {
+			t.Fatalf("10 racing claimers took %d deliveries of one tenant, want its cap of 5", len(claimed))
+		}
+		for ep, n := range countBy(claimed, func(d event.Delivery) string { return d.EndpointID }) {
+			if n > 2 {
+				t.Fatalf("endpoint %s: %d in flight, cap 2", ep, n)
 			}
 		}
 	})

@@ -11,16 +11,24 @@ import (
 	"time"
 )
 
-// backend is an HTTP server that counts the requests it fully received.
+// backend is an HTTP server that counts the requests it received.
 func backend(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
+	return backendWith(t, nil)
+}
+
+// backendWith is backend with connState as the server's ConnState hook.
+func backendWith(t *testing.T, connState func(net.Conn, http.ConnState)) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
 	var n atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		n.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"ord_1","state":"RCVD","padding":"`+strings.Repeat("x", 200)+`"}`)
 	}))
+	srv.Config.ConnState = connState
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, &n
 }
@@ -84,13 +92,36 @@ func TestProxyDropForwardsThenSwallowsTheReply(t *testing.T) {
 	}
 }
 
+// TestProxyCutNeverForwards: a cut request reaches the backend not at all.
+// Synchronised without sleeping: once the proxy is closed (Close waits for
+// its goroutines, so every write it would make to the backend is made) and
+// the backend has closed every connection the proxy opened (net/http
+// reports StateClosed only after the connection's handler returned), the
+// backend's count is final.
 func TestProxyCutNeverForwards(t *testing.T) {
-	srv, n := backend(t)
+	var opened, closed atomic.Int64
+	srv, n := backendWith(t, func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			closed.Add(1)
+		}
+	})
 	p := startProxy(t, strings.TrimPrefix(srv.URL, "http://"), Fates{Cut: 1})
 	if err := post(testClient(), p.URL()+"/v1/orders"); err == nil {
 		t.Fatal("the request succeeded; want the connection cut")
 	}
-	time.Sleep(50 * time.Millisecond)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The proxy dials the backend when a client connects, so at least one
+	// backend connection was opened; wait (bounded) until all are closed.
+	for deadline := time.Now().Add(2 * time.Minute); opened.Load() == 0 || closed.Load() < opened.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the backend's connections from the proxy never closed (%d opened, %d closed)", opened.Load(), closed.Load())
+		}
+	}
 	if n.Load() != 0 {
 		t.Errorf("backend saw %d requests, want 0", n.Load())
 	}
