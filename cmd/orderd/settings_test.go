@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/orderly/orderly/internal/configdoc"
 )
 
 // TestConfigErrorsNameTheSetting: a configuration error names the setting
@@ -101,5 +104,26 @@ func TestPrivateWebhookRefusalNamesTheSetting(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "ORDERD_WEBHOOK_ALLOW_PRIVATE=true") {
 		t.Errorf("POST /v1/webhook-endpoints with a loopback URL = %d %s, want a 400 naming ORDERD_WEBHOOK_ALLOW_PRIVATE=true", resp.StatusCode, body)
+	}
+}
+
+// TestREADMEConfigurationTableIsComplete: every flag of orderd has a row in
+// the README's configuration table with its default, and every row is a
+// flag.
+func TestREADMEConfigurationTableIsComplete(t *testing.T) {
+	var usage strings.Builder
+	if _, err := ParseConfig([]string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("ParseConfig(-h) = %v, want flag.ErrHelp", err)
+	}
+	flags := configdoc.ParseUsage(usage.String())
+	if len(flags) < 40 {
+		t.Fatalf("found %d flags in orderd -h; the parse of its usage is broken:\n%s", len(flags), usage.String())
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range configdoc.Check(flags, string(readme), "ORDERD") {
+		t.Error(p)
 	}
 }
