@@ -78,7 +78,7 @@ func TestNameSettings(t *testing.T) {
 			t.Errorf("nameSettings(%q) lost the wrapped error", tc.in)
 		}
 	}
-	if err := nameSettings(flag.ErrHelp); err != flag.ErrHelp { //nolint:errorlint // the very value is the point
+	if err := nameSettings(flag.ErrHelp); err != flag.ErrHelp {
 		t.Errorf("nameSettings(flag.ErrHelp) = %v, want it unchanged", err)
 	}
 	if nameSettings(nil) != nil {
