@@ -45,6 +45,7 @@ import (
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/flagenv"
 	"github.com/orderly/orderly/natsbus"
 	"github.com/orderly/orderly/observe"
 	"github.com/orderly/orderly/payment"
@@ -178,7 +179,7 @@ const (
 // envName is the environment variable of flag name: ORDERD_ and the name
 // in capitals, dashes as underscores.
 func envName(flag string) string {
-	return "ORDERD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	return flagenv.Env("ORDERD", flag)
 }
 
 // ParseConfig parses args and ORDERD_* environment variables. Errors name
@@ -240,7 +241,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 			f.Usage += " (env " + env + ")"
 		}
 	})
-	recordSettings(fs)
+	settings.Record(fs)
 	defer func() { err = nameSettings(err) }()
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ORDERD")); err != nil {
 		return c, err

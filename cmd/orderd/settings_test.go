@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -52,37 +51,6 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestNameSettings: the rewrite adds each known flag's environment variable
-// once, leaves other words, names already given and flag.ErrHelp alone, and
-// keeps the error chain.
-func TestNameSettings(t *testing.T) {
-	if _, err := ParseConfig(nil, io.Discard); err != nil { // records the flag names
-		t.Fatal(err)
-	}
-	base := errors.New("boom")
-	for _, tc := range []struct{ in, want string }{
-		{"-addr: listen tcp: address already in use", "-addr (ORDERD_ADDR): listen tcp: address already in use"},
-		{"-data-dir: sqlite: data directory is in use", "-data-dir (ORDERD_DATA_DIR): sqlite: data directory is in use"},
-		{"-lease (ORDERD_LEASE, 1s) must exceed twice -provider-timeout", "-lease (ORDERD_LEASE, 1s) must exceed twice -provider-timeout (ORDERD_PROVIDER_TIMEOUT)"},
-		{"min(-max-in-flight, 32)", "min(-max-in-flight (ORDERD_MAX_IN_FLIGHT), 32)"},
-		{"a non-flag like -race or x-lease stays", "a non-flag like -race or x-lease stays"},
-	} {
-		got := nameSettings(fmt.Errorf("%s: %w", tc.in, base))
-		if want := tc.want + ": boom"; got.Error() != want {
-			t.Errorf("nameSettings(%q) = %q, want %q", tc.in, got, want)
-		}
-		if !errors.Is(got, base) {
-			t.Errorf("nameSettings(%q) lost the wrapped error", tc.in)
-		}
-	}
-	if err := nameSettings(flag.ErrHelp); err != flag.ErrHelp {
-		t.Errorf("nameSettings(flag.ErrHelp) = %v, want it unchanged", err)
-	}
-	if nameSettings(nil) != nil {
-		t.Error("nameSettings(nil) is not nil")
 	}
 }
 
