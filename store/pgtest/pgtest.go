@@ -102,8 +102,9 @@ func ServerURL(t testing.TB) string {
 	if containerErr == nil {
 		return containerURL
 	}
-	Skip(t, fmt.Sprintf("PostgreSQL tests need a server: set %s=postgres://user@127.0.0.1:5432/postgres?sslmode=disable "+
-		"(a role that may CREATE DATABASE), or run Docker for testcontainers-go (%v)", EnvURL, containerErr))
+	skip(t, fmt.Sprintf("PostgreSQL tests need a server: set %s=postgres://user@127.0.0.1:5432/postgres?sslmode=disable "+
+		"(a role that may CREATE DATABASE), or run Docker for testcontainers-go (%v)", EnvURL, containerErr),
+		"no server; set "+EnvURL+" to a postgres:// URL of a role that may CREATE DATABASE, or run Docker")
 	return ""
 }
 
@@ -194,7 +195,7 @@ func newDatabase(t testing.TB, migrated bool) string {
 	defer cancel()
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
-		Skip(t, fmt.Sprintf("connect to test PostgreSQL %s: %v", u.Redacted(), err))
+		skip(t, fmt.Sprintf("connect to test PostgreSQL %s: %v", u.Redacted(), err), "cannot connect to "+u.Redacted()+" ("+EnvURL+")")
 	}
 	defer admin.Close(ctx)
 	if migrated {

@@ -23,13 +23,20 @@ var skips struct {
 // server says how many tests it did not run.
 func Skip(t testing.TB, msg string) {
 	t.Helper()
+	skip(t, msg, msg)
+}
+
+// skip is Skip with a shorter reason for Report's line than the test's
+// own message.
+func skip(t testing.TB, msg, summary string) {
+	t.Helper()
 	if Required() {
 		t.Fatal(msg)
 	}
 	skips.mu.Lock()
 	skips.n++
 	if skips.reason == "" {
-		skips.reason = msg
+		skips.reason = summary
 	}
 	skips.mu.Unlock()
 	t.Skip(msg)
