@@ -27,7 +27,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{"bad duration from the environment", nil, map[string]string{"ORDERD_LEASE": "soon"}, []string{"ORDERD_LEASE"}},
 		{"bad integer", []string{"-max-in-flight", "many"}, nil, []string{"-max-in-flight", "ORDERD_MAX_IN_FLIGHT"}},
 		{"TTL too short", []string{"-idempotency-derived-ttl", "1ms"}, nil,
-			[]string{"-idempotency-derived-ttl (ORDERD_IDEMPOTENCY_DERIVED_TTL)", "ORDERD_IDEMPOTENCY_KEY_TTL"}},
+			[]string{"-idempotency-derived-ttl (ORDERD_IDEMPOTENCY_DERIVED_TTL)"}},
 		{"lease against provider timeout", []string{"-lease", "10s"}, nil, []string{"ORDERD_LEASE", "ORDERD_PROVIDER_TIMEOUT"}},
 		{"webhook durations", []string{"-webhook-timeout", "0s"}, nil, []string{"-webhook-timeout (ORDERD_WEBHOOK_TIMEOUT)"}},
 		{"log level", []string{"-log-level", "loud"}, nil, []string{"-log-level (ORDERD_LOG_LEVEL)"}},
