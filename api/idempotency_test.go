@@ -122,8 +122,14 @@ func TestIdempotencyReplay(t *testing.T) {
 			key := newKey(t)
 			wrong := payBody(o, testmode.MethodApproved)
 			wrong["amount"] = o.Amount + 1
-			wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, wrong),
+			p := wantProblem(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, wrong),
 				http.StatusUnprocessableEntity, apperr.EMismatch)
+			// The detail speaks major units with the currency, and the minor units the API takes.
+			for _, want := range []string{order.DescribeAmount(o.Amount+1, o.Currency), order.DescribeAmount(o.Amount, o.Currency)} {
+				if !strings.Contains(p.Detail, want) {
+					t.Errorf("detail %q does not name %q", p.Detail, want)
+				}
+			}
 
 			r := do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, wrong)
 			wantReplayOf(t, r, http.StatusUnprocessableEntity)

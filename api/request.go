@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -64,15 +65,19 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request, v any, require
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return nil, apperr.Errorf(codeUnsupportedMedia, "request bodies must not be content-encoded (got %q)", ce)
 	}
-	if err := json.Unmarshal(s.cfg.Fingerprinter.StripVolatile(body), v, json.RejectUnknownMembers(true)); err != nil {
-		return nil, apperr.Errorf(apperr.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err))
+	stripped := s.cfg.Fingerprinter.StripVolatile(body)
+	if err := json.Unmarshal(stripped, v, json.RejectUnknownMembers(true)); err != nil {
+		return nil, apperr.Errorf(apperr.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err, stripped))
 	}
 	return body, nil
 }
 
-// jsonReason turns a decoding error into a client-facing reason, naming the
-// member by its JSON Pointer (RFC 6901) and never a Go type.
-func jsonReason(err error) string {
+// jsonReason turns the error of decoding body into a client-facing reason,
+// naming the member by its JSON Pointer (RFC 6901) and never a Go type. A
+// member of the wrong type is shown with the value sent (at most
+// maxShownValue bytes of it): `/amount: expected an integer, got the
+// string "12.5"`.
+func jsonReason(err error, body []byte) string {
 	var se *json.SemanticError
 	if errors.As(err, &se) {
 		at := string(se.JSONPointer)
@@ -89,10 +94,10 @@ func jsonReason(err error) string {
 				at = "the body"
 			}
 			got := kindName(se.JSONKind)
-			if len(se.JSONValue) > 0 && len(se.JSONValue) <= 64 {
-				got = string(se.JSONValue) + " " + got
+			if v, ok := valueAt(body, se.JSONPointer); ok && se.JSONKind != 'n' {
+				got += " " + shown(v)
 			}
-			return fmt.Sprintf("%s must be %s (got %s)", at, want, got)
+			return fmt.Sprintf("%s: expected %s, got %s", at, want, got)
 		}
 	}
 	var syn *jsontext.SyntacticError
@@ -103,22 +108,71 @@ func jsonReason(err error) string {
 	return "malformed JSON"
 }
 
+// maxShownValue bounds how much of a value a reason repeats, in bytes.
+const maxShownValue = 64
+
+// shown is v's JSON text as sent, cut to maxShownValue bytes (on a rune
+// boundary) with "…" when longer.
+func shown(v jsontext.Value) string {
+	s := string(v)
+	if len(s) <= maxShownValue {
+		return s
+	}
+	cut := maxShownValue
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// valueAt returns the JSON value at ptr in the document body, exactly as
+// written, and false when body has no value there.
+func valueAt(body []byte, ptr jsontext.Pointer) (jsontext.Value, bool) {
+	v := jsontext.Value(body)
+	for tok := range ptr.Tokens() {
+		switch v.Kind() {
+		case '{':
+			var members map[string]jsontext.Value
+			if json.Unmarshal(v, &members) != nil {
+				return nil, false
+			}
+			m, ok := members[tok]
+			if !ok {
+				return nil, false
+			}
+			v = m
+		case '[':
+			var elems []jsontext.Value
+			i, err := strconv.Atoi(tok)
+			if json.Unmarshal(v, &elems) != nil || err != nil || i < 0 || i >= len(elems) {
+				return nil, false
+			}
+			v = elems[i]
+		default:
+			return nil, false
+		}
+	}
+	v = bytes.TrimSpace(v)
+	return v, len(v) > 0
+}
+
+// kindName names the kind of a JSON value for a reason: "the string".
 func kindName(k jsontext.Kind) string {
 	switch k {
 	case '"':
-		return "(string)"
+		return "the string"
 	case '0':
-		return "(number)"
+		return "the number"
 	case '{':
-		return "(object)"
+		return "the object"
 	case '[':
-		return "(array)"
+		return "the array"
 	case 't', 'f':
-		return "(boolean)"
+		return "the boolean"
 	case 'n':
-		return "(null)"
+		return "null"
 	}
-	return ""
+	return "a value"
 }
 
 // Header field names of the idempotency protocol.

@@ -1,6 +1,10 @@
 package order
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	"github.com/bojanz/currency"
 )
 
@@ -38,4 +42,40 @@ func MinorUnits(c string) (int, bool) {
 		return 0, false
 	}
 	return int(d), true
+}
+
+// MajorUnits formats minor minor units of the current ISO 4217 currency cur
+// in its major unit, with as many decimals as the currency has minor-unit
+// digits (MinorUnits): 2000 USD is "20.00", 2000 JPY "2000", 2000 KWD
+// "2.000", -5 USD "-0.05". It returns false when cur is not a current
+// upper-case code.
+func MajorUnits(minor int64, cur string) (string, bool) {
+	scale, ok := MinorUnits(cur)
+	if !ok {
+		return "", false
+	}
+	digits := strconv.FormatInt(minor, 10)
+	sign := ""
+	if strings.HasPrefix(digits, "-") {
+		sign, digits = "-", digits[1:]
+	}
+	if scale > 0 {
+		if len(digits) <= scale {
+			digits = strings.Repeat("0", scale-len(digits)+1) + digits
+		}
+		digits = digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
+	}
+	return sign + digits, true
+}
+
+// DescribeAmount describes minor minor units of cur for a person, in major
+// units with the currency and the exact minor units the API speaks in:
+// "20.00 USD (2000 minor units)". A code that is not a current ISO 4217
+// currency is described as "2000 minor units of XYZ".
+func DescribeAmount(minor int64, cur string) string {
+	major, ok := MajorUnits(minor, cur)
+	if !ok {
+		return fmt.Sprintf("%d minor units of %s", minor, cur)
+	}
+	return fmt.Sprintf("%s %s (%d minor units)", major, cur, minor)
 }

@@ -29,3 +29,30 @@ func TestMinorUnits(t *testing.T) {
 		t.Error("MinorUnits(HRK) is known; HRK was withdrawn in 2023")
 	}
 }
+
+func TestMajorUnitsAndDescribeAmount(t *testing.T) {
+	for _, tc := range []struct {
+		minor      int64
+		cur, major string
+	}{
+		{2000, "USD", "20.00"}, {5, "USD", "0.05"}, {0, "USD", "0.00"}, {-5, "USD", "-0.05"},
+		{2000, "JPY", "2000"}, {2000, "KWD", "2.000"}, {12345, "CLF", "1.2345"},
+		{order.MaxAmount, "USD", "90071992547409.91"},
+	} {
+		if got, ok := order.MajorUnits(tc.minor, tc.cur); !ok || got != tc.major {
+			t.Errorf("MajorUnits(%d, %s) = %q, %v; want %q", tc.minor, tc.cur, got, ok, tc.major)
+		}
+	}
+	if _, ok := order.MajorUnits(2000, "HRK"); ok {
+		t.Error("MajorUnits formats HRK, a withdrawn code")
+	}
+	if got, want := order.DescribeAmount(2000, "USD"), "20.00 USD (2000 minor units)"; got != want {
+		t.Errorf("DescribeAmount(2000, USD) = %q, want %q", got, want)
+	}
+	if got, want := order.DescribeAmount(2000, "JPY"), "2000 JPY (2000 minor units)"; got != want {
+		t.Errorf("DescribeAmount(2000, JPY) = %q, want %q", got, want)
+	}
+	if got, want := order.DescribeAmount(2000, "HRK"), "2000 minor units of HRK"; got != want {
+		t.Errorf("DescribeAmount(2000, HRK) = %q, want %q", got, want)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orderly/orderly/internal/pgpair"
+	"github.com/orderly/orderly/store/pgtest"
 )
 
 // applyDelay is the standby's recovery_min_apply_delay: every commit
@@ -25,9 +26,10 @@ var (
 	pairErr  error
 )
 
-// TestMain stops the shared pair after the tests.
+// TestMain stops the shared pair after the tests; a run that skipped them
+// ends with one line saying how many and why (pgtest.Run).
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Run(m)
 	if pair != nil {
 		pair.Close()
 	}
@@ -36,14 +38,11 @@ func TestMain(m *testing.M) {
 
 // sharedPair returns the package's primary and lagging standby, started on
 // first use. It skips t where PostgreSQL's server programs are missing,
-// and fails it there in CI.
+// and fails it there in CI (CI=true or ORDERLY_REQUIRE_POSTGRES=1).
 func sharedPair(t *testing.T) *pgpair.Pair {
 	t.Helper()
 	if _, err := pgpair.BinDir(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		pgtest.Skip(t, err.Error()) // fails instead in CI (pgtest.Required)
 	}
 	pairOnce.Do(func() { pair, pairErr = pgpair.Start(context.Background(), pgpair.Options{ApplyDelay: applyDelay}) })
 	if pairErr != nil {

@@ -33,7 +33,8 @@ func (s *Service) Pay(ctx context.Context, c Call, in PayInput) (Result, error) 
 	check := func(o order.Order) error {
 		if in.Amount != o.Amount || in.Currency != o.Currency {
 			return apperr.Errorf(apperr.EMismatch,
-				"payment of %d %s does not match the order's amount %d %s", in.Amount, in.Currency, o.Amount, o.Currency)
+				"payment of %s does not match the order's amount %s",
+				order.DescribeAmount(in.Amount, in.Currency), order.DescribeAmount(o.Amount, o.Currency))
 		}
 		return nil
 	}

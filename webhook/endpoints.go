@@ -27,6 +27,11 @@ type Endpoints struct {
 	// AllowPrivate lets endpoints target loopback, private and link-local
 	// addresses (tests, a private deployment).
 	AllowPrivate bool
+	// AllowPrivateSetting, when set, names the server setting that allows
+	// private targets (orderd: "ORDERD_WEBHOOK_ALLOW_PRIVATE=true"); the
+	// refusal of a private target then says it, so an operator testing
+	// with a loopback receiver knows what to change.
+	AllowPrivateSetting string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// MaxPerTenant caps each tenant's endpoints (0: no cap); one more is
@@ -65,6 +70,9 @@ func (e *Endpoints) Create(ctx context.Context, tenantID, rawURL string, types [
 	default:
 		if err := checkTarget(ctx, u, e.AllowPrivate); err != nil {
 			reason := "must resolve to a public address"
+			if e.AllowPrivateSetting != "" {
+				reason += " (loopback and private targets are refused unless the server sets " + e.AllowPrivateSetting + ")"
+			}
 			if !errors.Is(err, ErrPrivateTarget) {
 				reason = "host does not resolve"
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/orderly/orderly/client"
 	"github.com/orderly/orderly/order"
@@ -55,22 +54,10 @@ func orderLine(o order.Order) string {
 // money formats minor units of cur with the currency's decimals, such as
 // "25.00 USD" or "2500 JPY".
 func money(minor int64, cur string) string {
-	scale := 2
-	if d, ok := order.MinorUnits(cur); ok {
-		scale = d
+	if major, ok := order.MajorUnits(minor, cur); ok {
+		return major + " " + cur
 	}
-	digits := strconv.FormatInt(minor, 10)
-	sign := ""
-	if strings.HasPrefix(digits, "-") {
-		sign, digits = "-", digits[1:]
-	}
-	if scale > 0 {
-		if len(digits) <= scale {
-			digits = strings.Repeat("0", scale-len(digits)+1) + digits
-		}
-		digits = digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
-	}
-	return sign + digits + " " + cur
+	return strconv.FormatInt(minor, 10) + " minor units of " + cur
 }
 
 // printJSON writes v as indented JSON.

@@ -124,7 +124,8 @@ func startEvents(b *background, c EventsConfig, st store.Store, log *slog.Logger
 		})
 		log.Info("publishing events to NATS JetStream", "subjects", eventpub.SubjectPrefix+"<tenant>.<type>")
 	}
-	return &webhook.Endpoints{Store: es, AllowPrivate: c.WebhookAllowPrivate, MaxPerTenant: c.WebhookEndpointsPerTenant}, nil
+	return &webhook.Endpoints{Store: es, AllowPrivate: c.WebhookAllowPrivate, MaxPerTenant: c.WebhookEndpointsPerTenant,
+		AllowPrivateSetting: "ORDERD_WEBHOOK_ALLOW_PRIVATE=true"}, nil
 }
 
 // drainEvery runs pass every interval until ctx ends; a pass that did

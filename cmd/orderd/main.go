@@ -45,6 +45,7 @@ import (
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/flagenv"
 	"github.com/orderly/orderly/natsbus"
 	"github.com/orderly/orderly/observe"
 	"github.com/orderly/orderly/payment"
@@ -178,12 +179,13 @@ const (
 // envName is the environment variable of flag name: ORDERD_ and the name
 // in capitals, dashes as underscores.
 func envName(flag string) string {
-	return "ORDERD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	return flagenv.Env("ORDERD", flag)
 }
 
 // ParseConfig parses args and ORDERD_* environment variables. Errors name
-// the bad setting.
-func ParseConfig(args []string, stderr io.Writer) (Config, error) {
+// the bad setting, as a flag and as an environment variable
+// (nameSettings).
+func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs := flag.NewFlagSet("orderd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -239,6 +241,8 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 			f.Usage += " (env " + env + ")"
 		}
 	})
+	settings.Record(fs)
+	defer func() { err = nameSettings(err) }()
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ORDERD")); err != nil {
 		return c, err
 	}
@@ -254,7 +258,7 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 		return c, fmt.Errorf("-idempotency-policy (ORDERD_IDEMPOTENCY_POLICY) must be derive, require or off, not %q", *policy)
 	}
 	if c.KeyTTL < time.Second || c.DerivedKeyTTL < time.Second || c.TombstoneTTL < time.Second {
-		return c, errors.New("idempotency TTLs must be at least 1s")
+		return c, errors.New("-idempotency-key-ttl, -idempotency-derived-ttl and -idempotency-tombstone-ttl must each be at least 1s")
 	}
 	if c.UnresolvedAfter <= c.LeaseDuration || c.CompleterParallel < 1 {
 		return c, errors.New("-unresolved-after (ORDERD_UNRESOLVED_AFTER) must exceed -lease, and -completer-parallel (ORDERD_COMPLETER_PARALLEL) be at least 1")
@@ -337,7 +341,7 @@ func (c *Config) loadAPIKeys(spec, file string) error {
 	}
 	var err error
 	if c.APIKeys, err = parseAPIKeys(spec); err != nil {
-		return err
+		return fmt.Errorf("-api-keys: %w", err)
 	}
 	if len(c.APIKeys) == 0 && given {
 		return errors.New("-api-keys (ORDERD_API_KEYS) is set but holds no tenant:key pair")
@@ -492,8 +496,10 @@ func parseAPIKeys(spec string) (map[string]string, error) {
 	return out, nil
 }
 
-// Run serves until ctx is done, then shuts down gracefully.
-func Run(ctx context.Context, c Config, logOut io.Writer) error {
+// Run serves until ctx is done, then shuts down gracefully. An error at
+// start names the setting to change where one is at fault (nameSettings).
+func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
+	defer func() { err = nameSettings(err) }()
 	tel, err := startTelemetry(ctx, c, logOut)
 	if err != nil {
 		return err
@@ -584,7 +590,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", c.Addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("-addr: %w", err)
 	}
 	// A response may come as late as the request's deadline plus a provider
 	// call's lease: the service finishes a call it has started.
@@ -726,7 +732,10 @@ func (b *background) stop() {
 func openStore(ctx context.Context, c Config, tel *telemetry) (store.Store, []any, error) {
 	if c.DatabaseURL == "" {
 		st, err := sqlite.Open(ctx, c.DataDir)
-		return st, []any{"store", "sqlite"}, err
+		if err != nil {
+			return nil, nil, fmt.Errorf("-data-dir: %w", err)
+		}
+		return st, []any{"store", "sqlite"}, nil
 	}
 	pc, err := poolConfig(c, c.DatabaseURL, "-database-url (ORDERD_DATABASE_URL)")
 	if err != nil {
@@ -746,7 +755,7 @@ func openStore(ctx context.Context, c Config, tel *telemetry) (store.Store, []an
 	}
 	st, err := postgres.OpenConfig(ctx, pc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("-database-url: %w", err)
 	}
 	tel.metrics.Registry().MustRegister(observe.NewPoolCollector(st.Pool()))
 	if len(rc.Replicas) == 0 {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3"
 
+	"github.com/orderly/orderly/internal/flagenv"
 	"github.com/orderly/orderly/paysim"
 )
 
@@ -61,9 +62,13 @@ type Config struct {
 	Webhooks paysim.WebhookConfig
 }
 
+// settings names paysim's flags in its errors with their environment
+// variables; ParseConfig records the flags.
+var settings = flagenv.NewNamer("PAYSIM")
+
 // ParseConfig parses args and PAYSIM_* environment variables. Errors name
-// the bad setting.
-func ParseConfig(args []string, stderr io.Writer) (Config, error) {
+// the bad setting, as a flag and as an environment variable.
+func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs := flag.NewFlagSet("paysim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -88,11 +93,13 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", paysim.DefaultMaxBodyBytes, "request body limit in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take at shutdown")
 	fs.VisitAll(func(f *flag.Flag) {
-		env := "PAYSIM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := flagenv.Env("PAYSIM", f.Name)
 		if !strings.Contains(f.Usage, env) {
 			f.Usage += " (env " + env + ")"
 		}
 	})
+	settings.Record(fs)
+	defer func() { err = settings.Name(err) }()
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("PAYSIM")); err != nil {
 		return c, err
 	}
@@ -118,12 +125,14 @@ func ParseConfig(args []string, stderr io.Writer) (Config, error) {
 	return c, nil
 }
 
-// Run serves until ctx is done, then shuts down gracefully.
-func Run(ctx context.Context, c Config, logOut io.Writer) error {
+// Run serves until ctx is done, then shuts down gracefully. An error at
+// start names the setting to change where one is at fault.
+func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
+	defer func() { err = settings.Name(err) }()
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: c.LogLevel}))
 	ledger, err := paysim.OpenLedger(ctx, c.DataDir)
 	if err != nil {
-		return err
+		return fmt.Errorf("-data-dir: %w", err)
 	}
 	defer ledger.Close()
 	sim, err := paysim.NewServer(ledger, paysim.Config{Faults: c.Faults, Logger: log, MaxBodyBytes: c.MaxBodyBytes, Webhooks: c.Webhooks})
@@ -132,7 +141,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) error {
 	}
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", c.Addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("-addr: %w", err)
 	}
 	srv := &http.Server{
 		Handler:           sim,

@@ -10,6 +10,11 @@
 //     unless CI=true or ORDERLY_REQUIRE_POSTGRES=1, where it fails instead, so
 //     a CI run can never pass by skipping PostgreSQL.
 //
+// A package whose tests use PostgreSQL runs them through Run from its
+// TestMain, which ends a run that skipped some with one line saying how
+// many and how to enable them, on the terminal where go test would hide it
+// (Report).
+//
 // NewDatabase hands each test a database migrated to the newest schema
 // without running the migrations: it clones (CREATE DATABASE … TEMPLATE) a
 // template database migrated once per set of migration files and named
@@ -97,12 +102,9 @@ func ServerURL(t testing.TB) string {
 	if containerErr == nil {
 		return containerURL
 	}
-	msg := fmt.Sprintf("PostgreSQL tests need a server: set %s=postgres://user@127.0.0.1:5432/postgres?sslmode=disable "+
-		"(a role that may CREATE DATABASE), or run Docker for testcontainers-go (%v)", EnvURL, containerErr)
-	if Required() {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	skip(t, fmt.Sprintf("PostgreSQL tests need a server: set %s=postgres://user@127.0.0.1:5432/postgres?sslmode=disable "+
+		"(a role that may CREATE DATABASE), or run Docker for testcontainers-go (%v)", EnvURL, containerErr),
+		"no server; set "+EnvURL+" to a postgres:// URL of a role that may CREATE DATABASE, or run Docker")
 	return ""
 }
 
@@ -193,10 +195,7 @@ func newDatabase(t testing.TB, migrated bool) string {
 	defer cancel()
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
-		if Required() {
-			t.Fatalf("connect to test PostgreSQL %s: %v", u.Redacted(), err)
-		}
-		t.Skipf("connect to test PostgreSQL %s: %v", u.Redacted(), err)
+		skip(t, fmt.Sprintf("connect to test PostgreSQL %s: %v", u.Redacted(), err), "cannot connect to "+u.Redacted()+" ("+EnvURL+")")
 	}
 	defer admin.Close(ctx)
 	if migrated {
