@@ -585,6 +585,8 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// Registrations honour Idempotency-Key in the orders' ledger.
+	endpoints.Ledger, endpoints.KeyTTL, endpoints.DerivedKeyTTL = st, c.KeyTTL, c.DerivedKeyTTL
 	stopAdmin, err := startAdmin(c, tel.metrics, svc, log)
 	if err != nil {
 		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR): %w", err)

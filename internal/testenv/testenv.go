@@ -140,7 +140,8 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		RequestTimeout:    opt.RequestTimeout,
 		ProviderWebhook:   opt.ProviderWebhook,
 		// Loopback webhook receivers are what tests have.
-		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now, MaxPerTenant: opt.EndpointsPerTenant},
+		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now, MaxPerTenant: opt.EndpointsPerTenant,
+			Ledger: e.Store, KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL},
 		Logger: opt.Logger,
 
 		TenantRateLimit:       opt.TenantRateLimit,
