@@ -96,6 +96,10 @@ func (p *Publisher) RunOnce(ctx context.Context) (int, error) {
 	for _, ev := range evs {
 		msg := &nats.Msg{Subject: Subject(ev.TenantID, ev.Type), Data: ev.Body, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, ev.ID)
+		// A PubAck.Duplicate is this event published before (a crash
+		// between publishing and advancing the cursor, or a lease
+		// takeover), never a forgery: an event id is a UUIDv7 (74 random
+		// bits), which nobody can publish ahead of it.
 		if _, err := p.JS.PublishMsg(ctx, msg); err != nil {
 			if n > 0 {
 				err = errJoin(err, p.Store.AdvanceCursor(ctx, CursorName, p.Holder, evs[n-1].Cursor))
