@@ -64,7 +64,11 @@ func BenchmarkTenantFlood(b *testing.B) {
 			name = "flooded"
 		}
 		b.Run(name, func(b *testing.B) {
-			s := startFloodStack(b)
+			kind := testenv.SQLite
+			if os.Getenv("ORDERLY_TEST_DATABASE_URL") != "" {
+				kind = testenv.Postgres
+			}
+			s := startFloodStack(b, kind)
 			var stop func() floodCounts
 			if flooded {
 				stop = s.flood(b)
@@ -89,7 +93,7 @@ func BenchmarkTenantFlood(b *testing.B) {
 				o2 := s.post(b, "/v1/orders", keyB, uuid.NewString(), s.orderBody())
 				t0 = time.Now()
 				s.publishPay(b, tenantB, keyB, o2, testmode.MethodApproved)
-				s.awaitPaid(b, o2)
+				s.awaitPaid(b, keyB, o2)
 				busPay = append(busPay, time.Since(t0))
 			}
 			b.StopTimer()
@@ -126,13 +130,14 @@ const (
 type floodStack struct {
 	api       string
 	root      string
+	stream    string
 	nc        *nats.Conn
 	receiverB *orderReceiver
 	hung      *httptest.Server // A's endpoints: never answer
 	release   chan struct{}    // closed: the hung endpoints return
 }
 
-func startFloodStack(b *testing.B) *floodStack {
+func startFloodStack(b testing.TB, kind string) *floodStack {
 	b.Helper()
 	s := &floodStack{release: make(chan struct{})}
 	ledger, err := paysim.OpenLedger(context.Background(), b.TempDir())
@@ -159,6 +164,7 @@ func startFloodStack(b *testing.B) *floodStack {
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	s.root = "flood" + id
 	stream := "FLOOD_COMMANDS_" + id
+	s.stream = stream
 	js := testenv.JetStream(b)
 	b.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
 	if s.nc, err = nats.Connect(testenv.NATSURL()); err != nil {
@@ -179,7 +185,7 @@ func startFloodStack(b *testing.B) *floodStack {
 		"-commands-subject-root", s.root,
 		"-webhook-allow-private", "-webhook-interval", "50ms", "-webhook-timeout", "10s", "-webhook-backoff", "100ms",
 		"-completer-interval", "1h", "-sweep-interval", "1h", "-log-level", "warn"}
-	if os.Getenv("ORDERLY_TEST_DATABASE_URL") != "" {
+	if kind == testenv.Postgres {
 		args = append(args, "-database-url", pgtest.NewDatabase(b))
 	} else {
 		args = append(args, "-data-dir", b.TempDir())
@@ -370,7 +376,7 @@ func (s *floodStack) do(method, path, apiKey, idemKey, body string) (int, string
 }
 
 // post is do that fails b unless the answer is a 2xx; it returns the id.
-func (s *floodStack) post(b *testing.B, path, apiKey, idemKey, body string) string {
+func (s *floodStack) post(b testing.TB, path, apiKey, idemKey, body string) string {
 	b.Helper()
 	st, id := s.do(http.MethodPost, path, apiKey, idemKey, body)
 	if st < 200 || st >= 300 {
@@ -388,7 +394,7 @@ func payBodyOf(method string) string {
 }
 
 // publishPay publishes a signed pay command of tenant's order.
-func (s *floodStack) publishPay(b *testing.B, tenant, apiKey, orderID, method string) {
+func (s *floodStack) publishPay(b testing.TB, tenant, apiKey, orderID, method string) {
 	m := nats.NewMsg(natsbus.CommandSubject(s.root, tenant, "pay"))
 	m.Header.Set(nats.MsgIdHdr, "bus-"+uuid.NewString())
 	m.Header.Set(natsbus.OrderIDHeader, orderID)
@@ -403,12 +409,16 @@ func (s *floodStack) publishPay(b *testing.B, tenant, apiKey, orderID, method st
 	}
 }
 
-// awaitPaid polls B's order until it is PAID (two minutes at most).
-func (s *floodStack) awaitPaid(b *testing.B, id string) {
+// jsonDecode decodes resp's body into v.
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// awaitPaid polls the tenant's order until it is PAID (two minutes at
+// most).
+func (s *floodStack) awaitPaid(b testing.TB, apiKey, id string) {
 	b.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+s.api+"/v1/orders/"+id, nil)
-		req.Header.Set("Authorization", "Bearer "+keyB)
+		req.Header.Set("Authorization", "Bearer "+apiKey)
 		if resp, err := floodClient.Do(req); err == nil {
 			raw, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -418,7 +428,7 @@ func (s *floodStack) awaitPaid(b *testing.B, id string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	b.Fatalf("B's order %s was not paid by its command within two minutes", id)
+	b.Fatalf("order %s was not paid by its command within two minutes", id)
 }
 
 // orderReceiver is B's webhook endpoint: it records when each order's
