@@ -41,8 +41,9 @@ import (
 //   - 200 goroutines sending A's creates back to back (a one-tenant storm);
 //   - A's pays as NATS commands with a 2 s provider call (paysim's
 //     pm_fault_latency), 20 published a second (slow bus commands);
-//   - 100 webhook endpoints of A's, subscribed to order.paid, that never
-//     answer (held until the delivery times out).
+//   - 100 registrations of webhook endpoints of A's (the per-tenant cap,
+//     ORDERD_WEBHOOK_ENDPOINTS_PER_TENANT, keeps 16), subscribed to
+//     order.paid, that never answer (held until the delivery times out).
 //
 // B, one request at a time, b.N times: a create (HTTP), a pay (HTTP), the
 // order.paid webhook's arrival at B's receiver after the pay's answer, and
