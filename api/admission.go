@@ -1,30 +1,70 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
-	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/admission"
 )
 
-// admit bounds the requests served at once to n. A request past the bound is
-// refused at once with a 503 "overloaded" problem and Retry-After: it never
-// waits for a slot, so an overload cannot build an unbounded queue of
-// requests that time out before they start. A slot is held until the
-// handler returns, including a provider call that outlives the client.
-func (s *server) admit(n int) func(http.Handler) http.Handler {
-	slots := semaphore.NewWeighted(int64(n))
+// admitTenant takes one of the request's tenant's in-flight slots, then one
+// of the server's (admission.Gate.Enter), for as long as the handler runs,
+// including a provider call that outlives the client. A request past a
+// bound is refused at once and never waits for a slot, so an overload
+// cannot build an unbounded queue of requests that time out before they
+// start: a tenant at its bound gets 429 "too_many_requests", the server at
+// its bound 503 "overloaded", both with Retry-After.
+//
+// It runs after authenticate and bufferBody: a request takes a slot only
+// once it is authenticated and its bounded body has arrived, so a client
+// that trickles a body in holds no slot, and one tenant's excess is its own
+// 429. tenant picks the slot's owner (the authenticated tenant, or
+// admission.ProviderTenant for the provider's webhooks).
+func (s *server) admitTenant(tenant func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !slots.TryAcquire(1) {
-				writeError(w, r, s.log, apperr.Errorf(codeOverloaded,
-					"the server is serving its limit of %d requests; retry after Retry-After", n))
+			release, err := s.gate.Enter(tenant(r))
+			if err != nil {
+				writeError(w, r, s.log, err)
 				return
 			}
-			defer slots.Release(1)
+			defer release()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// bufferBody reads the request body before the request takes a slot: at
+// most cfg.MaxBodyBytes (else 413 payload_too_large), within the
+// connection's read deadline (readDeadline; else 408 request_timeout). The
+// handler then reads it from memory.
+func (s *server) bufferBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := s.readAll(w, r)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readDeadline sets the connection's read deadline to d from the request's
+// arrival: a body that has not arrived by then is answered 408
+// request_timeout (readAll), whoever sends it, before it holds anything but
+// its connection.
+func readDeadline(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 			next.ServeHTTP(w, r)
 		})
 	}
@@ -47,13 +87,15 @@ func (s *server) admit(n int) func(http.Handler) http.Handler {
 func deadline(d time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// Reading the body counts too: a client that trickles it in
-			// would otherwise hold its admission slot until the server's
-			// ReadTimeout (408 request_timeout instead).
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), d)
 			defer cancel()
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
 }
+
+// providerSlot is the slot owner of the provider's webhooks.
+func providerSlot(*http.Request) string { return admission.ProviderTenant }
+
+// tenantSlot is the slot owner of an authenticated API request.
+func tenantSlot(r *http.Request) string { return tenantOf(r.Context()) }

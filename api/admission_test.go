@@ -22,6 +22,7 @@ import (
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim"
 	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/paysim/testmode"
 )
@@ -349,8 +350,10 @@ func TestProviderWebhookBodyLimits(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t, testenv.SQLite, testenv.Options{RequestTimeout: 300 * time.Millisecond, MaxBodyBytes: 1024,
 		ProviderWebhook: paysimclient.Webhooks{Secret: []byte("whsec_test")}})
-	wantTrickled408(t, env, api.ProviderWebhookPath, "", `{"id":`)
+	sig := paysim.Sign([]byte("whsec_test"), time.Now(), []byte(`{"id":"x"}`))
+	wantTrickled408(t, env, api.ProviderWebhookPath, paysim.SignatureHeader+": "+sig+"\r\n", `{"id":`)
 	big := exchange(t, env, call{Method: http.MethodPost, Path: api.ProviderWebhookPath,
-		Body: []byte(`{"pad":"` + strings.Repeat("x", 2048) + `"}`)})
+		Header: http.Header{paysim.SignatureHeader: {sig}},
+		Body:   []byte(`{"pad":"` + strings.Repeat("x", 2048) + `"}`)})
 	wantStatus(t, big, http.StatusRequestEntityTooLarge)
 }

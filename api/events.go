@@ -105,9 +105,23 @@ type endpointInput struct {
 	Events []event.Type `json:"events"`
 }
 
+// endpointsRoute is the route template registrations are fingerprinted
+// under.
+const endpointsRoute = "/v1/webhook-endpoints"
+
+// createEndpoint registers an endpoint, honouring Idempotency-Key as a
+// create of an order does (webhook.Endpoints.CreateOnce): a retry with the
+// key replays the registration, its secret included, with
+// Idempotency-Replayed: true; the key with another body is a 422.
 func (h eventsHandler) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	var in endpointInput
-	if _, err := h.s.readBody(w, r, &in, true); err != nil {
+	body, err := h.s.readBody(w, r, &in, true)
+	if err != nil {
+		writeError(w, r, h.s.log, err)
+		return
+	}
+	key, err := h.s.decoder().Key(keyValues(r), endpointsRoute, nil, body)
+	if err != nil {
 		writeError(w, r, h.s.log, err)
 		return
 	}
@@ -115,13 +129,19 @@ func (h eventsHandler) createEndpoint(w http.ResponseWriter, r *http.Request) {
 	if in.URL != nil {
 		url = *in.URL
 	}
-	ep, err := h.ep.Create(r.Context(), tenantOf(r.Context()), url, in.Events)
+	res, err := h.ep.CreateOnce(r.Context(), tenantOf(r.Context()), key, url, in.Events)
+	if res.Replayed {
+		w.Header().Set("Idempotency-Replayed", "true")
+	}
+	if !res.KeyExpiresAt.IsZero() {
+		w.Header().Set("Idempotency-Key-Expires", res.KeyExpiresAt.UTC().Format(http.TimeFormat))
+	}
 	if err != nil {
 		writeError(w, r, h.s.log, err)
 		return
 	}
-	w.Header().Set("Location", "/v1/webhook-endpoints/"+ep.ID)
-	writeJSON(w, http.StatusCreated, ep)
+	w.Header().Set("Location", "/v1/webhook-endpoints/"+res.Endpoint.ID)
+	writeJSON(w, http.StatusCreated, res.Endpoint)
 }
 
 // endpointList is the body of GET /v1/webhook-endpoints.

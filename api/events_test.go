@@ -155,14 +155,16 @@ func TestWebhookEndpointsPerTenantCapped(t *testing.T) {
 	eachStore(t, func(t *testing.T, kind string) {
 		t.Parallel()
 		env := testenv.New(t, kind, testenv.Options{EndpointsPerTenant: 2})
+		// One key per registration: identical registrations without a key
+		// share a derived key, and the second replays the first.
 		body := map[string]any{"url": "http://127.0.0.1:9/hook", "events": []string{"order.paid"}}
 		var ids []string
 		for range 2 {
-			r := do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "", body)
+			r := do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, newKey(t), body)
 			wantStatus(t, r, http.StatusCreated)
 			ids = append(ids, decode[event.Endpoint](t, r).ID)
 		}
-		p := wantProblem(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "", body), http.StatusConflict, apperr.ELimitReached)
+		p := wantProblem(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, newKey(t), body), http.StatusConflict, apperr.ELimitReached)
 		if !strings.Contains(p.Detail, "2 webhook endpoints") {
 			t.Errorf("detail %q does not name the limit", p.Detail)
 		}
@@ -170,8 +172,8 @@ func TestWebhookEndpointsPerTenantCapped(t *testing.T) {
 		if len(list.Data) != 2 {
 			t.Fatalf("tenant A has %d endpoints after a refused create, want 2", len(list.Data))
 		}
-		wantStatus(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyB, "", body), http.StatusCreated)
+		wantStatus(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyB, newKey(t), body), http.StatusCreated)
 		wantStatus(t, do(t, env, http.MethodDelete, "/v1/webhook-endpoints/"+ids[0], testenv.KeyA, "", nil), http.StatusNoContent)
-		wantStatus(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, "", body), http.StatusCreated)
+		wantStatus(t, do(t, env, http.MethodPost, "/v1/webhook-endpoints", testenv.KeyA, newKey(t), body), http.StatusCreated)
 	})
 }

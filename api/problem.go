@@ -8,10 +8,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/orderly/orderly/admission"
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/service"
@@ -31,12 +33,16 @@ const (
 	// codeOverloaded: the server already serves its limit of requests at
 	// once (Config.MaxInFlight); the request was refused before it did
 	// anything (503 with Retry-After).
-	codeOverloaded apperr.Code = "overloaded"
+	codeOverloaded = admission.CodeOverloaded
+	// codeTooManyRequests: the tenant already has its limit of requests in
+	// flight (Config.TenantMaxInFlight); refused before it did anything
+	// (429 with Retry-After).
+	codeTooManyRequests = admission.CodeTooManyRequests
 	// codeRateLimited: the tenant exceeds its rate (Config.TenantRateLimit),
 	// or the client address its failed authentications
 	// (Config.AuthFailuresPerMinute); the request did nothing (429 with a
 	// Retry-After the limiter computes).
-	codeRateLimited apperr.Code = "rate_limited"
+	codeRateLimited = admission.CodeRateLimited
 )
 
 // problemKind is one row of the table: HTTP status, title, and, for a
@@ -72,7 +78,8 @@ var problems = map[apperr.Code]problemKind{
 	codeUnsupportedMedia:        {http.StatusUnsupportedMediaType, "Unsupported media type", 0},
 	codeMethodNotAllowed:        {http.StatusMethodNotAllowed, "Method not allowed", 0},
 	codeOverloaded:              {http.StatusServiceUnavailable, "Server overloaded", 1},
-	codeRateLimited:             {http.StatusTooManyRequests, "Too many requests", 0},
+	codeRateLimited:             {http.StatusTooManyRequests, "Too many requests", 1},
+	codeTooManyRequests:         {http.StatusTooManyRequests, "Too many requests in flight", 1},
 }
 
 // retryAfter returns the Retry-After value (RFC 9110 §10.2.3) of a row: its
@@ -153,31 +160,60 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if oe.Code == apperr.EUnavailable && log != nil {
 		log.WarnContext(r.Context(), "unavailable", "detail", oe.Message, "method", r.Method, "route", routeOf(r))
 	}
-	k, ok := problems[oe.Code]
-	if !ok {
-		k = problems[apperr.EInternal]
+	p, ra := problemOf(oe)
+	if ra != "" {
+		w.Header().Set("Retry-After", ra)
 	}
-	switch {
-	case oe.RetryAfter > 0 && k.retryAfter > 0:
-		w.Header().Set("Retry-After", strconv.Itoa(boundedRetryAfter(oe.RetryAfter)))
-	case k.retryAfter > 0:
-		w.Header().Set("Retry-After", retryAfter(k.retryAfter))
-	}
-	p := Problem{
-		Type:     ProblemBaseURI + string(oe.Code),
-		Title:    k.title,
-		Status:   k.status,
-		Detail:   oe.Message,
-		Instance: r.URL.Path,
-		Errors:   oe.Fields,
-	}
+	p.Instance = r.URL.Path
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(k.status)
+	w.WriteHeader(p.Status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(p)
 }
+
+// problemOf returns the problem of oe by the one table, and its Retry-After
+// field value ("" for none): oe's own RetryAfter, bounded, when the row
+// asks for one, else the row's jittered default.
+func problemOf(oe *apperr.Error) (Problem, string) {
+	k, ok := problems[oe.Code]
+	code := oe.Code
+	if !ok {
+		k, code = problems[apperr.EInternal], apperr.EInternal
+	}
+	ra := ""
+	switch {
+	case oe.RetryAfter > 0 && code == codeRateLimited:
+		// The limiter's own computation: exact, never capped (a bucket
+		// that refills slowly means a long wait).
+		ra = strconv.Itoa(int((oe.RetryAfter + time.Second - 1) / time.Second))
+	case oe.RetryAfter > 0 && k.retryAfter > 0:
+		ra = strconv.Itoa(boundedRetryAfter(oe.RetryAfter))
+	case k.retryAfter > 0:
+		ra = retryAfter(k.retryAfter)
+	}
+	return Problem{Type: ProblemBaseURI + string(code), Title: k.title, Status: k.status, Detail: oe.Message, Errors: oe.Fields}, ra
+}
+
+// ProblemFor returns the problem a request failing with err is answered
+// with, as the HTTP API would answer it (the one table), and the
+// Retry-After it would carry (0: none). An error that is not an
+// *apperr.Error is an internal error whose text is not shown. Transports
+// other than HTTP (package natsbus) use it, so every transport answers one
+// failure with one problem.
+func ProblemFor(err error) (Problem, time.Duration) {
+	var oe *apperr.Error
+	if !errors.As(err, &oe) {
+		oe = &apperr.Error{Code: apperr.EInternal, Message: "an unexpected error occurred; it has been logged"}
+	}
+	p, ra := problemOf(oe)
+	n, _ := strconv.Atoi(ra)
+	return p, time.Duration(n) * time.Second
+}
+
+// Code returns the stable slug of p's type ("idempotency_key_reused").
+func (p Problem) Code() string { return strings.TrimPrefix(p.Type, ProblemBaseURI) }
 
 // routeOf returns the route template of r ("/v1/idempotency-keys/{key}"),
 // never its path: a path may hold an idempotency key, which is never logged.

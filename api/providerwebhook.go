@@ -14,6 +14,10 @@ const ProviderWebhookPath = "/provider/webhooks"
 // ProviderWebhook authenticates and parses a payment provider's webhooks
 // (an adapter such as paysimclient.Webhooks implements it).
 type ProviderWebhook interface {
+	// CheckHeader checks what can be checked of the signature before the
+	// body is read (its header's shape, its timestamp's age); an error is
+	// a 401 and the body is never read.
+	CheckHeader(h http.Header) error
 	// Authenticate verifies the delivery's signature over its raw body;
 	// an error means the sender is not the provider, or the delivery is a
 	// stale replay (401).
@@ -21,6 +25,20 @@ type ProviderWebhook interface {
 	// Parse turns an authenticated body into an inbox event; an error means
 	// the body is malformed (400).
 	Parse(body []byte) (store.InboxEvent, error)
+}
+
+// precheckProviderWebhook answers 401 to a delivery whose signature header
+// is malformed or stale, before its body is read or a slot taken: an
+// unauthenticated client cannot make the server read (or wait for) a body.
+func (s *server) precheckProviderWebhook(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.cfg.ProviderWebhook.CheckHeader(r.Header); err != nil {
+			s.log.WarnContext(r.Context(), "provider webhook refused before its body", "err", err)
+			writeError(w, r, s.log, apperr.Errorf(codeUnauthorized, "the webhook signature header is missing, malformed or stale"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // providerWebhook takes in one provider webhook: signature first, then the

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -17,8 +16,10 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/orderly/orderly/admission"
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/intake"
 	"github.com/orderly/orderly/internal/requestid"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/service"
@@ -47,6 +48,17 @@ type Config struct {
 	// never queued. The health probes /healthz and /readyz are not counted
 	// and never refused. Zero means no bound.
 	MaxInFlight int
+	// TenantMaxInFlight bounds one tenant's API requests served at once
+	// (the provider's webhooks count as one tenant of their own); one more
+	// is refused at once with a 429 "too_many_requests" problem and
+	// Retry-After. Keep it below MaxInFlight, so that one tenant's excess
+	// is its own 429, never everyone's 503. Zero means no bound.
+	TenantMaxInFlight int
+	// Gate, when set, is the admission gate to use in place of one made
+	// from MaxInFlight, TenantMaxInFlight, TenantRateLimit and TenantBurst:
+	// orderd shares one with its NATS command consumer, so commands count
+	// against the same bounds.
+	Gate *admission.Gate
 	// RequestTimeout is the deadline of each API request's context, from
 	// its admission: a request still waiting on the store then is answered
 	// with a 503 "unavailable" problem and Retry-After. A provider call the
@@ -76,6 +88,7 @@ type Config struct {
 }
 
 type server struct {
+	gate     *admission.Gate
 	svc      *service.Service
 	cfg      Config
 	keys     map[[sha256.Size]byte]string
@@ -104,10 +117,22 @@ func newServer(svc *service.Service, cfg Config) *server {
 	for k, tenant := range cfg.APIKeys {
 		s.keys[sha256.Sum256([]byte(k))] = tenant
 	}
+	s.gate = cfg.Gate
+	if s.gate == nil {
+		s.gate = NewGate(cfg)
+	}
 	if cfg.AuthFailuresPerMinute > 0 {
-		s.authFail = authFailures{newLimiterSet("auth", float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)}
+		s.authFail = authFailures{admission.NewLimiters("auth", float64(cfg.AuthFailuresPerMinute)/60, cfg.AuthFailuresPerMinute)}
 	}
 	return s
+}
+
+// NewGate returns the admission gate of cfg's bounds (MaxInFlight,
+// TenantMaxInFlight, TenantRateLimit, TenantBurst), for a caller that
+// shares it between the API (Config.Gate) and another transport.
+func NewGate(cfg Config) *admission.Gate {
+	return admission.New(admission.Config{MaxInFlight: cfg.MaxInFlight, TenantMaxInFlight: cfg.TenantMaxInFlight,
+		TenantRate: cfg.TenantRateLimit, TenantBurst: cfg.TenantBurst})
 }
 
 // routes returns the router of the API.
@@ -137,9 +162,13 @@ func (s *server) routes() http.Handler {
 	r.Get("/openapi.json", s.serveOpenAPIJSON)
 	if cfg.ProviderWebhook != nil {
 		r.Group(func(r chi.Router) {
-			if cfg.MaxInFlight > 0 {
-				r.Use(s.admit(cfg.MaxInFlight))
+			// The signature header's shape and timestamp are checked
+			// before the body is read; the body is read, bounded in size
+			// and time, before a slot is taken.
+			if cfg.RequestTimeout > 0 {
+				r.Use(readDeadline(cfg.RequestTimeout))
 			}
+			r.Use(s.precheckProviderWebhook, s.bufferBody, s.admitTenant(providerSlot))
 			if cfg.RequestTimeout > 0 {
 				r.Use(deadline(cfg.RequestTimeout))
 			}
@@ -147,15 +176,15 @@ func (s *server) routes() http.Handler {
 		})
 	}
 	r.Route("/v1", func(r chi.Router) {
-		if cfg.MaxInFlight > 0 {
-			r.Use(s.admit(cfg.MaxInFlight))
+		// Authenticate, rate-limit and read the bounded body first; only
+		// then take a slot of the tenant's and one of the server's, and
+		// start the request's deadline.
+		if cfg.RequestTimeout > 0 {
+			r.Use(readDeadline(cfg.RequestTimeout))
 		}
+		r.Use(strictQuery, s.authenticate, s.limitTenant, s.bufferBody, s.admitTenant(tenantSlot))
 		if cfg.RequestTimeout > 0 {
 			r.Use(deadline(cfg.RequestTimeout))
-		}
-		r.Use(strictQuery, s.authenticate)
-		if cfg.TenantRateLimit > 0 {
-			r.Use(s.limitTenant(newLimiterSet("tenant", cfg.TenantRateLimit, max(cfg.TenantBurst, 1))))
 		}
 		r.Post("/orders", s.createOrder)
 		r.Get("/orders", s.listOrders)
@@ -298,18 +327,15 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) createOrder(w http.ResponseWriter, r *http.Request) {
-	var cb createBody
-	body, err := s.readBody(w, r, &cb, true)
+	body, err := s.readAll(w, r)
+	if err == nil {
+		err = checkMedia(r, body)
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	in, err := cb.input()
-	if err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
-	key, err := s.idempotencyKey(r, "/v1/orders", nil, body)
+	key, in, err := s.decoder().Create(keyValues(r), body)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -367,101 +393,38 @@ func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// payBody is the body of a pay request; pointers tell a missing member
-// (400) from a wrong one (422 mismatch).
-type payBody struct {
-	Amount        *int64  `json:"amount"`
-	Currency      *string `json:"currency"`
-	PaymentMethod *string `json:"payment_method"`
-}
-
 func (s *server) payOrder(w http.ResponseWriter, r *http.Request) {
-	var pb payBody
-	body, err := s.readBody(w, r, &pb, true)
-	if err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
-	var fe []apperr.FieldError
-	switch {
-	case pb.Amount == nil:
-		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "is required and must not be null (minor currency units)"})
-	case *pb.Amount < 0 || *pb.Amount > order.MaxAmount:
-		// The documented bound (README "Limits"): a 400, never a stored 422.
-		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "must be from 0 to 2^53-1 (minor currency units)"})
-	}
-	if pb.Currency == nil {
-		fe = append(fe, apperr.FieldError{Field: "currency", Reason: "is required and must not be null"})
-	} else if reason := order.CurrencyReason(*pb.Currency); reason != "" {
-		fe = append(fe, apperr.FieldError{Field: "currency", Reason: reason})
-	}
-	if pb.PaymentMethod == nil {
-		fe = append(fe, apperr.FieldError{Field: "payment_method", Reason: "is required and must not be null"})
-	} else if reason := paymentMethodReason(*pb.PaymentMethod); reason != "" {
-		fe = append(fe, apperr.FieldError{Field: "payment_method", Reason: reason})
-	}
-	if len(fe) > 0 {
-		writeError(w, r, s.log, &apperr.Error{Code: apperr.EInvalid, Message: "the payment has invalid fields", Fields: fe})
-		return
-	}
-	in := service.PayInput{Amount: *pb.Amount, Currency: *pb.Currency, PaymentMethod: *pb.PaymentMethod}
-	id := chi.URLParam(r, "id")
-	key, err := s.idempotencyKey(r, "/v1/orders/{id}/pay", map[string]string{"id": id}, body)
-	if err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
-	res, err := s.svc.Pay(r.Context(), s.call(r, id, key), in)
-	s.respond(w, r, false, res, err)
+	s.transition(w, r, intake.OpPay)
 }
 
 func (s *server) fulfillOrder(w http.ResponseWriter, r *http.Request) {
-	s.emptyBodyEvent(w, r, "/v1/orders/{id}/fulfill", s.svc.Fulfill)
+	s.transition(w, r, intake.OpFulfill)
 }
 
 func (s *server) cancelOrder(w http.ResponseWriter, r *http.Request) {
-	s.emptyBodyEvent(w, r, "/v1/orders/{id}/cancel", s.svc.Cancel)
+	s.transition(w, r, intake.OpCancel)
 }
 
-// emptyBody is the body fulfil and cancel accept: nothing, or {}.
-type emptyBody struct{}
-
-func (s *server) emptyBodyEvent(w http.ResponseWriter, r *http.Request, route string,
-	do func(context.Context, service.Call) (service.Result, error)) {
-	body, err := s.readBody(w, r, &emptyBody{}, false)
+// transition serves POST /v1/orders/{id}/<op>: the body read (bounded), its
+// media type checked, then decoded, validated and fingerprinted by
+// package intake, as a command is, and run.
+func (s *server) transition(w http.ResponseWriter, r *http.Request, op intake.Op) {
+	body, err := s.readAll(w, r)
+	if err == nil {
+		err = checkMedia(r, body)
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if body == nil || bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
-		body = []byte("{}") // no body, null and {} are the same request
-	}
-	id := chi.URLParam(r, "id")
-	key, err := s.idempotencyKey(r, route, map[string]string{"id": id}, body)
+	t, err := s.decoder().Transition(tenantOf(r.Context()), op, chi.URLParam(r, "id"), keyValues(r), body,
+		preferWait(r.Header.Values("Prefer")))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	res, err := do(r.Context(), s.call(r, id, key))
+	res, err := t.Run(r.Context(), s.svc)
 	s.respond(w, r, false, res, err)
-}
-
-// paymentMethodReason says what is wrong with a payment method id, or "".
-func paymentMethodReason(pm string) string {
-	switch {
-	case pm == "":
-		return "is required"
-	case len(pm) > 255:
-		return "must be at most 255 bytes"
-	case !order.ValidFilterText(pm):
-		return "must be UTF-8 text without control characters"
-	}
-	return ""
-}
-
-// call assembles a service call on order id from the request.
-func (s *server) call(r *http.Request, id string, key idempotency.Key) service.Call {
-	return service.Call{TenantID: tenantOf(r.Context()), OrderID: id, Key: key, Wait: preferWait(r.Header.Values("Prefer"))}
 }
 
 // getKeyStatus answers GET /v1/idempotency-keys/{key}: the key's state, its

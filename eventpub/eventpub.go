@@ -1,5 +1,5 @@
 // Package eventpub publishes the outbox (package event) to NATS JetStream:
-// every event goes to subject orderly.<tenant>.<event type> with header
+// every event goes to subject orderly.<tenant>.events.<event type> with header
 // Nats-Msg-Id set to the event id, so a stream's duplicate window drops a
 // message published twice (after a crash between publishing and recording
 // progress, or by two instances around a lease takeover).
@@ -30,9 +30,21 @@ const CursorName = "nats-jetstream"
 // SubjectPrefix starts every subject an event is published to.
 const SubjectPrefix = "orderly."
 
+// EventsToken is the subject token after the tenant of every event:
+// orderly.<tenant>.events.<type>. The commands of package natsbus have
+// "commands" there, so a stream over orderly.*.events.> (StreamSubjects)
+// never overlaps the commands stream (orderly.*.commands.*), whatever the
+// tenants are called.
+const EventsToken = "events"
+
+// StreamSubjects is the subject filter of a stream holding every tenant's
+// events and nothing else: orderly.*.events.>.
+const StreamSubjects = SubjectPrefix + "*." + EventsToken + ".>"
+
 // Subject returns the subject of an event of type t for tenant:
-// orderly.<tenant>.<type>. Characters a subject token may not hold
-// (whitespace, '.', '*', '>') in the tenant become '_'.
+// orderly.<tenant>.events.<type>. Tenant names are one subject token
+// (admission.ValidTenant, checked when orderd starts); characters a token
+// may not hold (whitespace, '.', '*', '>') would become '_' all the same.
 func Subject(tenant string, t event.Type) string {
 	tok := strings.Map(func(r rune) rune {
 		switch {
@@ -41,7 +53,7 @@ func Subject(tenant string, t event.Type) string {
 		}
 		return r
 	}, tenant)
-	return SubjectPrefix + tok + "." + string(t)
+	return SubjectPrefix + tok + "." + EventsToken + "." + string(t)
 }
 
 // Publisher publishes events to JetStream.
@@ -84,6 +96,10 @@ func (p *Publisher) RunOnce(ctx context.Context) (int, error) {
 	for _, ev := range evs {
 		msg := &nats.Msg{Subject: Subject(ev.TenantID, ev.Type), Data: ev.Body, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, ev.ID)
+		// A PubAck.Duplicate is this event published before (a crash
+		// between publishing and advancing the cursor, or a lease
+		// takeover), never a forgery: an event id is a UUIDv7 (74 random
+		// bits), which nobody can publish ahead of it.
 		if _, err := p.JS.PublishMsg(ctx, msg); err != nil {
 			if n > 0 {
 				err = errJoin(err, p.Store.AdvanceCursor(ctx, CursorName, p.Holder, evs[n-1].Cursor))

@@ -15,6 +15,7 @@ import (
 	"github.com/orderly/orderly/eventpub"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
+	"github.com/orderly/orderly/natsbus"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
@@ -115,9 +116,43 @@ func TestPublishesEveryEventOnce(t *testing.T) {
 	}
 }
 
+// TestStreamSubjectsDoNotOverlapCommands: a stream over StreamSubjects and
+// the commands stream (natsbus.EnsureStream) can live on one NATS server:
+// JetStream refuses streams whose subjects overlap, as the README's former
+// suggestion 'orderly.>' did, and orderd then failed to start.
+func TestStreamSubjectsDoNotOverlapCommands(t *testing.T) {
+	js := testenv.JetStream(t)
+	ctx := t.Context()
+	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	// Under a root of the test's own (the shared server may hold a
+	// deployment's orderly.* streams): StreamSubjects with its first token
+	// replaced, and the commands stream under the same root.
+	root := "test" + id
+	filter := root + "." + strings.TrimPrefix(eventpub.StreamSubjects, eventpub.SubjectPrefix)
+	events, commands := "TEST_EVENTS_"+id, "TEST_COMMANDS_"+id
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: events, Subjects: []string{filter},
+		Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), events) })
+	if err := natsbus.EnsureStream(ctx, js, commands, root, 0); err != nil {
+		t.Fatalf("the events stream %s overlaps the commands stream: %v", filter, err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), commands) })
+	// The former suggestion, <root>.>, does overlap: the check is real.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: events + "_ALL", Subjects: []string{root + ".>"},
+		Storage: jetstream.MemoryStorage}); err == nil {
+		_ = js.DeleteStream(context.Background(), events+"_ALL")
+		t.Fatal("a stream over <root>.> was created beside the commands stream: the server checks no overlap")
+	}
+	if got := eventpub.Subject("acme", event.OrderPaid); got != "orderly.acme.events.order.paid" {
+		t.Fatalf("Subject = %q", got)
+	}
+}
+
 func TestSubject(t *testing.T) {
 	for tenant, want := range map[string]string{
-		"acme": "orderly.acme.order.paid", "a.b": "orderly.a_b.order.paid", "x*y>z w": "orderly.x_y_z_w.order.paid",
+		"acme": "orderly.acme.events.order.paid", "a.b": "orderly.a_b.events.order.paid", "x*y>z w": "orderly.x_y_z_w.events.order.paid",
 	} {
 		if got := eventpub.Subject(tenant, event.OrderPaid); got != want {
 			t.Errorf("Subject(%q) = %q, want %q", tenant, got, want)

@@ -289,6 +289,7 @@ func (s *redeliveryStack) publish(t *testing.T, op *plannedOp) {
 		m.Header.Set(nats.MsgIdHdr, op.key)
 		m.Header.Set(natsbus.OrderIDHeader, op.orderID)
 		m.Data = body
+		natsbus.Sign(m, apiKey, time.Now())
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		ack, err := s.js.PublishMsg(ctx, m)
 		cancel()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/natsbus"
@@ -33,9 +33,13 @@ type fakeMsg struct {
 	mu            sync.Mutex
 	acked, nakked bool
 	termed        bool
+	seq           uint64
 }
 
-func (m *fakeMsg) Subject() string      { return m.subject }
+func (m *fakeMsg) Subject() string { return m.subject }
+func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{Stream: "FAKE", Sequence: jetstream.SequencePair{Stream: m.seq}, Timestamp: time.Now()}, nil
+}
 func (m *fakeMsg) Headers() nats.Header { return m.header }
 func (m *fakeMsg) Data() []byte         { return m.data }
 func (m *fakeMsg) DoubleAck(context.Context) error {
@@ -76,11 +80,30 @@ func payJSON(o order.Order) []byte {
 	return b
 }
 
+// apiKeys are the keys the consumers under test know: testenv's.
+var apiKeys = map[string]string{testenv.KeyA: testenv.TenantA, testenv.KeyB: testenv.TenantB}
+
+// keyOf is the API key a test signs tenant's commands with ("" for an
+// unknown tenant: the command is signed with a made-up key).
+func keyOf(tenant string) string {
+	for k, t := range apiKeys {
+		if t == tenant {
+			return k
+		}
+	}
+	return "sk_not_a_key_of_" + tenant
+}
+
+var fakeSeq atomic.Uint64
+
+// command is a delivery of tenant's op command signed with the tenant's key.
 func command(tenant, op, orderID, key string, body []byte) *fakeMsg {
-	h := nats.Header{}
-	h.Set(natsbus.OrderIDHeader, orderID)
-	h.Set(nats.MsgIdHdr, key)
-	return &fakeMsg{subject: natsbus.CommandSubject(natsbus.DefaultRoot, tenant, op), header: h, data: body}
+	m := nats.NewMsg(natsbus.CommandSubject(natsbus.DefaultRoot, tenant, op))
+	m.Header.Set(natsbus.OrderIDHeader, orderID)
+	m.Header.Set(nats.MsgIdHdr, key)
+	m.Data = body
+	natsbus.Sign(m, keyOf(tenant), time.Now())
+	return &fakeMsg{subject: m.Subject, header: m.Header, data: body, seq: fakeSeq.Add(1)}
 }
 
 // httpPay pays o over HTTP with key.
@@ -97,9 +120,26 @@ func httpPay(env *testenv.Env, o order.Order, key string) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// httpGet GETs path as the tenant of apiKey and returns the status.
+func httpGet(env *testenv.Env, apiKey, path string) (int, error) {
+	req, _ := http.NewRequest(http.MethodGet, env.Server.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 func createOrder(t *testing.T, env *testenv.Env) order.Order {
 	t.Helper()
-	res, err := env.Service.Create(t.Context(), testenv.TenantA, idempotency.Key{}, order.NewOrderInput{
+	return createOrderOf(t, env, testenv.TenantA)
+}
+
+func createOrderOf(t *testing.T, env *testenv.Env, tenant string) order.Order {
+	t.Helper()
+	res, err := env.Service.Create(t.Context(), tenant, idempotency.Key{}, order.NewOrderInput{
 		CustomerID: "cus_bus", Currency: "EUR", Items: []order.Item{{SKU: "sku", Quantity: 1, UnitPrice: 900}}})
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +148,7 @@ func createOrder(t *testing.T, env *testenv.Env) order.Order {
 }
 
 func newConsumer(env *testenv.Env, js jetstream.JetStream) *natsbus.Consumer {
-	return natsbus.New(js, api.NewCommands(env.Service, api.Config{}), natsbus.Config{
-		Tenants: map[string]bool{testenv.TenantA: true, testenv.TenantB: true}})
+	return natsbus.New(js, env.Service, natsbus.Config{APIKeys: apiKeys})
 }
 
 // TestRedeliveriesAndHTTPTwinTakeEffectOnce: one pay command delivered ten
@@ -222,8 +261,8 @@ func TestJetStreamEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
-	c := natsbus.New(js, api.NewCommands(env.Service, api.Config{}), natsbus.Config{
-		Root: root, Stream: stream, Durable: "orderd-" + id, Tenants: map[string]bool{testenv.TenantA: true}})
+	c := natsbus.New(js, env.Service, natsbus.Config{
+		Root: root, Stream: stream, Durable: "orderd-" + id, APIKeys: apiKeys})
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 
@@ -234,6 +273,7 @@ func TestJetStreamEndToEnd(t *testing.T) {
 		m.Header.Set(natsbus.OrderIDHeader, orderID)
 		m.Header.Set(nats.MsgIdHdr, key)
 		m.Data = body
+		natsbus.Sign(m, testenv.KeyA, time.Now())
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}

@@ -84,26 +84,9 @@ var ErrSignature = errors.New("paysim: webhook signature does not verify")
 // constant time) and t must be within tolerance of now (a replayed old
 // delivery is refused). Errors wrap ErrSignature.
 func VerifySignature(secret []byte, header string, body []byte, now time.Time, tolerance time.Duration) error {
-	var ts string
-	var sigs [][]byte
-	for part := range strings.SplitSeq(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		switch {
-		case !ok:
-		case k == "t":
-			ts = v
-		case k == "v1":
-			if b, err := hex.DecodeString(v); err == nil {
-				sigs = append(sigs, b)
-			}
-		}
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(sigs) == 0 {
-		return fmt.Errorf("%w: want t=<unix seconds>,v1=<hex>", ErrSignature)
-	}
-	if age := now.Sub(time.Unix(sec, 0)); age > tolerance || age < -tolerance {
-		return fmt.Errorf("%w: timestamp %d is outside the tolerance of %s", ErrSignature, sec, tolerance)
+	ts, sigs, err := parseSignature(header, now, tolerance)
+	if err != nil {
+		return err
 	}
 	want := mac(secret, ts, body)
 	for _, s := range sigs {
@@ -113,6 +96,51 @@ func VerifySignature(secret []byte, header string, body []byte, now time.Time, t
 	}
 	return fmt.Errorf("%w: no v1 signature matches", ErrSignature)
 }
+
+// CheckSignatureHeader checks what VerifySignature can check without the
+// body: that header has the shape t=<unix seconds>,v1=<hex>[,v1=…] and its
+// timestamp is within tolerance of now. A receiver calls it before it reads
+// a body, so a sender without a fresh signature cannot make it read one.
+// Errors wrap ErrSignature.
+func CheckSignatureHeader(header string, now time.Time, tolerance time.Duration) error {
+	_, _, err := parseSignature(header, now, tolerance)
+	return err
+}
+
+// parseSignature returns the timestamp and the v1 signatures of header,
+// or an error wrapping ErrSignature when it is malformed or its timestamp
+// is outside tolerance of now.
+func parseSignature(header string, now time.Time, tolerance time.Duration) (string, [][]byte, error) {
+	if len(header) > maxSignatureHeader {
+		return "", nil, fmt.Errorf("%w: the header is longer than %d bytes", ErrSignature, maxSignatureHeader)
+	}
+	var ts string
+	var sigs [][]byte
+	for part := range strings.SplitSeq(header, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		switch {
+		case !ok:
+		case k == "t":
+			ts = v
+		case k == "v1":
+			if b, err := hex.DecodeString(v); err == nil && len(b) == sha256.Size {
+				sigs = append(sigs, b)
+			}
+		}
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || len(sigs) == 0 {
+		return "", nil, fmt.Errorf("%w: want t=<unix seconds>,v1=<hex>", ErrSignature)
+	}
+	if age := now.Sub(time.Unix(sec, 0)); age > tolerance || age < -tolerance {
+		return "", nil, fmt.Errorf("%w: timestamp %d is outside the tolerance of %s", ErrSignature, sec, tolerance)
+	}
+	return ts, sigs, nil
+}
+
+// maxSignatureHeader bounds the signature header VerifySignature parses
+// (a timestamp and a few signatures while a secret rotates).
+const maxSignatureHeader = 1024
 
 // WebhookFaults are the fault knobs of webhook delivery. The zero value
 // delivers each event once, at once, in order of the outcomes.

@@ -43,6 +43,10 @@ type EventStore interface {
 	// ErrNotFound.
 	GetEndpoint(ctx context.Context, tenantID, id string) (event.Endpoint, error)
 
+	// EndpointSecret returns the signing secret of the tenant's endpoint id
+	// (for the replay of its registration), or ErrNotFound.
+	EndpointSecret(ctx context.Context, tenantID, id string) (string, error)
+
 	// DeleteEndpoint deletes the tenant's endpoint id and its deliveries,
 	// or returns ErrNotFound.
 	DeleteEndpoint(ctx context.Context, tenantID, id string) error

@@ -24,6 +24,15 @@ const MaxURLLength = 2048
 // Endpoints manages tenants' webhook endpoints and serves the event feed.
 type Endpoints struct {
 	Store store.EventStore
+	// Ledger, when set, is the idempotency ledger (the store.Store that
+	// keeps the orders' keys): CreateOnce then stores a registration's
+	// outcome under its idempotency key, as creates of orders do. Without
+	// it CreateOnce registers every request anew.
+	Ledger Ledger
+	// KeyTTL and DerivedKeyTTL are the retention of client keys and of
+	// keys derived from a fingerprint (defaults idempotency.DefaultKeyTTL
+	// and idempotency.DefaultDerivedKeyTTL): the service's.
+	KeyTTL, DerivedKeyTTL time.Duration
 	// AllowPrivate lets endpoints target loopback, private and link-local
 	// addresses (tests, a private deployment).
 	AllowPrivate bool
@@ -58,6 +67,37 @@ func (e *Endpoints) now() time.Time {
 // secret; it is never shown again. Errors: EInvalid naming the field,
 // ELimitReached (the tenant has MaxPerTenant endpoints), EUnavailable.
 func (e *Endpoints) Create(ctx context.Context, tenantID, rawURL string, types []event.Type) (event.Endpoint, error) {
+	ep, err := e.validate(ctx, tenantID, rawURL, types, newEndpointID())
+	if err != nil {
+		return event.Endpoint{}, err
+	}
+	if err := e.insert(ctx, ep); err != nil {
+		return event.Endpoint{}, err
+	}
+	return ep, nil
+}
+
+// insert stores ep within the tenant's cap (MaxPerTenant). Errors:
+// ELimitReached, EUnavailable.
+func (e *Endpoints) insert(ctx context.Context, ep event.Endpoint) error {
+	if err := e.Store.CreateEndpoint(ctx, ep, e.MaxPerTenant); err != nil {
+		if errors.Is(err, store.ErrLimitReached) {
+			return apperr.Errorf(apperr.ELimitReached,
+				"the tenant has its limit of %d webhook endpoints; delete one before registering another", e.MaxPerTenant)
+		}
+		return err
+	}
+	return nil
+}
+
+// newEndpointID returns a fresh endpoint id: we_ and 32 hex digits.
+func newEndpointID() string {
+	return event.EndpointIDPrefix + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", "")
+}
+
+// validate checks a registration and returns the endpoint it makes, with id
+// and a new secret. Errors: EInvalid naming each bad field.
+func (e *Endpoints) validate(ctx context.Context, tenantID, rawURL string, types []event.Type, id string) (event.Endpoint, error) {
 	var fe []apperr.FieldError
 	u, err := url.Parse(rawURL)
 	switch {
@@ -94,20 +134,13 @@ func (e *Endpoints) Create(ctx context.Context, tenantID, rawURL string, types [
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	ep := event.Endpoint{
-		ID:        event.EndpointIDPrefix + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", ""),
+		ID:        id,
 		TenantID:  tenantID,
 		URL:       rawURL,
 		Types:     slices.Compact(slices.Sorted(slices.Values(types))),
 		Secret:    event.SecretPrefix + hex.EncodeToString(secret),
 		Enabled:   true,
 		CreatedAt: e.now().UTC().Truncate(time.Microsecond),
-	}
-	if err := e.Store.CreateEndpoint(ctx, ep, e.MaxPerTenant); err != nil {
-		if errors.Is(err, store.ErrLimitReached) {
-			return event.Endpoint{}, apperr.Errorf(apperr.ELimitReached,
-				"the tenant has its limit of %d webhook endpoints; delete one before registering another", e.MaxPerTenant)
-		}
-		return event.Endpoint{}, err
 	}
 	return ep, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/intake"
 	"github.com/orderly/orderly/natsbus"
 	"github.com/orderly/orderly/service"
 )
@@ -33,12 +34,11 @@ func startCommands(ctx context.Context, c Config, svc *service.Service, apiCfg a
 		nc.Close()
 		return nil, fmt.Errorf("commands stream %s: %w", c.CommandsStream, err)
 	}
-	tenants := map[string]bool{}
-	for _, t := range c.APIKeys {
-		tenants[t] = true
-	}
-	cons := natsbus.New(js, api.NewCommands(svc, apiCfg), natsbus.Config{
-		Root: c.CommandsRoot, Stream: c.CommandsStream, Durable: c.CommandsDurable, Tenants: tenants, Logger: log,
+	cons := natsbus.New(js, svc, natsbus.Config{
+		Root: c.CommandsRoot, Stream: c.CommandsStream, Durable: c.CommandsDurable, Logger: log,
+		APIKeys: c.APIKeys, SignatureTolerance: c.CommandsSignatureTolerance,
+		Decoder: intake.Decoder{Policy: apiCfg.Policy, Fingerprinter: apiCfg.Fingerprinter},
+		Gate:    apiCfg.Gate, RequestTimeout: c.RequestTimeout,
 		AckWait: c.LeaseDuration + c.RequestTimeout,
 	})
 	cctx, ccancel := context.WithCancel(ctx)

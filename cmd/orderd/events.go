@@ -55,7 +55,7 @@ func (e *EventsConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&e.WebhookInFlightPerTenant, "webhook-in-flight-per-tenant", webhook.DefaultInFlightPerTenant, "webhook deliveries one tenant may have in flight at once, all instances together; 0 turns the cap off")
 	fs.IntVar(&e.WebhookInFlightPerEndpoint, "webhook-in-flight-per-endpoint", webhook.DefaultInFlightPerEndpoint, "webhook deliveries one endpoint may have in flight at once, all instances together; 0 turns the cap off")
 	fs.IntVar(&e.WebhookEndpointsPerTenant, "webhook-endpoints-per-tenant", webhook.DefaultEndpointsPerTenant, "webhook endpoints one tenant may register (one more is a 409 limit_reached); 0 turns the cap off")
-	fs.StringVar(&e.NATSURL, "nats-url", "", "NATS server URL; when set, every event is published to JetStream subject orderly.<tenant>.<type>")
+	fs.StringVar(&e.NATSURL, "nats-url", "", "NATS server URL; when set, every event is published to JetStream subject orderly.<tenant>.events.<type> (a stream over orderly.*.events.> holds them)")
 	fs.DurationVar(&e.PublishInterval, "publish-interval", 200*time.Millisecond, "how often new events are published to NATS JetStream")
 }
 
@@ -122,7 +122,7 @@ func startEvents(b *background, c EventsConfig, st store.Store, log *slog.Logger
 			<-b.ctx.Done()
 			nc.Close()
 		})
-		log.Info("publishing events to NATS JetStream", "subjects", eventpub.SubjectPrefix+"<tenant>.<type>")
+		log.Info("publishing events to NATS JetStream", "subjects", eventpub.SubjectPrefix+"<tenant>."+eventpub.EventsToken+".<type>", "stream_subjects", eventpub.StreamSubjects)
 	}
 	return &webhook.Endpoints{Store: es, AllowPrivate: c.WebhookAllowPrivate, MaxPerTenant: c.WebhookEndpointsPerTenant,
 		AllowPrivateSetting: "ORDERD_WEBHOOK_ALLOW_PRIVATE=true"}, nil

@@ -42,6 +42,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/orderly/orderly/admission"
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
@@ -106,9 +107,12 @@ type Config struct {
 	UnresolvedAfter   time.Duration
 	CompleterParallel int
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
-	GroupCommit        bool
-	LogLevel           slog.Level
-	MaxInFlight        int           // API requests served at once; more are refused (503)
+	GroupCommit bool
+	LogLevel    slog.Level
+	MaxInFlight int // API requests served at once; more are refused (503)
+	// TenantMaxInFlight bounds one tenant's API requests and commands at
+	// once (429 past it); after ParseConfig never 0.
+	TenantMaxInFlight  int
 	RequestTimeout     time.Duration // deadline of each API request
 	DBMaxConns         int           // PostgreSQL pool size (after ParseConfig: never 0)
 	DBStatementTimeout time.Duration // statement_timeout of each PostgreSQL session
@@ -152,6 +156,10 @@ type Config struct {
 	// a command published again with the same Nats-Msg-Id within it is
 	// dropped by the stream; later ones reach the idempotency ledger.
 	CommandsDuplicateWindow time.Duration
+	// CommandsSignatureTolerance is how far a command's signature
+	// timestamp may be from when the stream stored it
+	// (natsbus.Config.SignatureTolerance).
+	CommandsSignatureTolerance time.Duration
 }
 
 // Defaults of the load bounds.
@@ -218,6 +226,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
 	fs.BoolVar(&c.GroupCommit, "group-commit", true, "coalesce concurrent creates into one transaction per group (env ORDERD_GROUP_COMMIT)")
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "API requests served at once; one more is refused with 503 and Retry-After (health probes are exempt)")
+	fs.IntVar(&c.TenantMaxInFlight, "tenant-max-in-flight", 0, "API requests and commands one tenant may have in flight on one instance; one more is refused with 429 too_many_requests and Retry-After; 0 derives max(1, -max-in-flight / 2); at most -max-in-flight")
 	fs.BoolVar(&c.DevMode, "dev-mode", false, "allow the development key and the built-in simulators on an address that is not loopback")
 	fs.Float64Var(&c.TenantRateLimit, "tenant-rate-limit", DefaultTenantRateLimit, "requests per second each tenant may make, sustained (429 past it); 0 turns the limit off")
 	fs.IntVar(&c.TenantBurst, "tenant-burst", DefaultTenantBurst, "requests each tenant may make at once, above its rate")
@@ -234,6 +243,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs.StringVar(&c.CommandsStream, "commands-stream", "ORDERLY_COMMANDS", "JetStream stream of commands and dead letters (created if missing)")
 	fs.StringVar(&c.CommandsDurable, "commands-consumer", "orderd-commands", "durable consumer name shared by every orderd instance")
 	fs.StringVar(&c.CommandsRoot, "commands-subject-root", natsbus.DefaultRoot, "first token of the command subjects <root>.<tenant>.commands.<op>")
+	fs.DurationVar(&c.CommandsSignatureTolerance, "commands-signature-tolerance", natsbus.DefaultSignatureTolerance, "how far a command's signature timestamp may be from when the stream stored it (a replay window); at least 1s, below -idempotency-key-ttl")
 	fs.DurationVar(&c.CommandsDuplicateWindow, "commands-duplicate-window", natsbus.DefaultDuplicateWindow, "the commands stream's duplicate window: a resend with the same Nats-Msg-Id within it is dropped by the stream")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := envName(f.Name)
@@ -300,6 +310,10 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	}
 	if c.CommandsRoot == "" || strings.ContainsAny(c.CommandsRoot, ".*> \t") {
 		return c, fmt.Errorf("-commands-subject-root (ORDERD_COMMANDS_SUBJECT_ROOT) must be one subject token (no '.', '*', '>' or spaces), not %q", c.CommandsRoot)
+	}
+	if c.CommandsSignatureTolerance < time.Second || c.CommandsSignatureTolerance >= c.KeyTTL {
+		return c, fmt.Errorf("-commands-signature-tolerance (ORDERD_COMMANDS_SIGNATURE_TOLERANCE) must be at least 1s and below -idempotency-key-ttl (%s), "+
+			"so that a command replayed within it finds its key in the ledger; got %s", c.KeyTTL, c.CommandsSignatureTolerance)
 	}
 	if c.CommandsDuplicateWindow < 100*time.Millisecond {
 		return c, errors.New("-commands-duplicate-window (ORDERD_COMMANDS_DUPLICATE_WINDOW) must be at least 100ms")
@@ -465,6 +479,13 @@ func (c *Config) checkLoadBounds() error {
 	if c.DBMaxConns == 0 {
 		c.DBMaxConns = min(c.MaxInFlight, MaxDerivedDBConns)
 	}
+	if c.TenantMaxInFlight < 0 || c.TenantMaxInFlight > c.MaxInFlight {
+		return fmt.Errorf("-tenant-max-in-flight (ORDERD_TENANT_MAX_IN_FLIGHT) must be from 1 to -max-in-flight (%d), or 0 to derive it; got %d",
+			c.MaxInFlight, c.TenantMaxInFlight)
+	}
+	if c.TenantMaxInFlight == 0 {
+		c.TenantMaxInFlight = max(1, c.MaxInFlight/2)
+	}
 	// PostgreSQL counts these timeouts in milliseconds, and 0 turns them off.
 	if c.DBStatementTimeout < time.Millisecond {
 		return fmt.Errorf("-db-statement-timeout (ORDERD_DB_STATEMENT_TIMEOUT) must be at least 1ms, not %s", c.DBStatementTimeout)
@@ -487,6 +508,12 @@ func parseAPIKeys(spec string) (map[string]string, error) {
 		tenant, key, ok := strings.Cut(pair, ":")
 		if !ok || tenant == "" || len(key) < 8 {
 			return nil, errors.New("API keys must be tenant:key pairs with keys of at least 8 characters")
+		}
+		if !admission.ValidTenant(tenant) {
+			// A tenant name is a NATS subject token (events and commands):
+			// '.', '*', '>' or a space would split or widen a subject, and
+			// two names must never share one.
+			return nil, fmt.Errorf("tenant %q: a tenant name is 1 to %d ASCII letters, digits, '_' or '-'", tenant, admission.MaxTenantLen)
 		}
 		if _, dup := out[key]; dup {
 			return nil, errors.New("an API key is configured twice")
@@ -558,6 +585,8 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// Registrations honour Idempotency-Key in the orders' ledger.
+	endpoints.Ledger, endpoints.KeyTTL, endpoints.DerivedKeyTTL = st, c.KeyTTL, c.DerivedKeyTTL
 	stopAdmin, err := startAdmin(c, tel.metrics, svc, log)
 	if err != nil {
 		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR): %w", err)
@@ -573,10 +602,14 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 		MaxInFlight:    c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout,
 
+		TenantMaxInFlight:     c.TenantMaxInFlight,
 		TenantRateLimit:       c.TenantRateLimit,
 		TenantBurst:           c.TenantBurst,
 		AuthFailuresPerMinute: c.AuthFailuresPerMinute,
 	}
+	// One gate for HTTP requests and NATS commands: a tenant's commands
+	// count against its rate and in-flight slots, and the server's.
+	apiCfg.Gate = api.NewGate(apiCfg)
 	if c.ProviderWebhookSecret != "" {
 		apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
 	}
@@ -606,7 +639,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 	}
 	c.logDevelopmentMode(log)
 	log.Info("listening", "addr", ln.Addr().String(), "idempotency_policy", string(c.Policy),
-		"max_in_flight", c.MaxInFlight, "request_timeout", c.RequestTimeout.String(), "group_commit", c.GroupCommit)
+		"max_in_flight", c.MaxInFlight, "tenant_max_in_flight", c.TenantMaxInFlight, "request_timeout", c.RequestTimeout.String(), "group_commit", c.GroupCommit)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

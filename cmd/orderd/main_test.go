@@ -246,6 +246,18 @@ func TestParseConfig(t *testing.T) {
 		"commands root with a dot":        {"-commands-subject-root", "a.b"},
 		"commands root wildcard":          {"-commands-subject-root", "*"},
 		"commands duplicate window short": {"-commands-duplicate-window", "10ms"},
+		// Tenant names are NATS subject tokens: "a.b" and "a_b" must never
+		// share a subject, nor a tenant widen one.
+		"tenant with a dot":                 {"-api-keys", "a.b:sk_live_acme_123"},
+		"tenant wildcard":                   {"-api-keys", "*:sk_live_acme_123"},
+		"tenant full wildcard":              {"-api-keys", ">:sk_live_acme_123"},
+		"tenant with a space":               {"-api-keys", "a b:sk_live_acme_123"},
+		"tenant not ASCII":                  {"-api-keys", "caf\u00e9:sk_live_acme_123"},
+		"tenant too long":                   {"-api-keys", strings.Repeat("t", 65) + ":sk_live_acme_123"},
+		"commands signature tolerance 0":    {"-commands-signature-tolerance", "0s"},
+		"commands signature past key TTL":   {"-commands-signature-tolerance", "48h"},
+		"tenant in-flight above the server": {"-tenant-max-in-flight", "65"},
+		"negative tenant in-flight":         {"-tenant-max-in-flight", "-1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseConfig(args, io.Discard); err == nil {
@@ -349,6 +361,9 @@ func TestParseConfigLoadBounds(t *testing.T) {
 		c, err := ParseConfig(nil, io.Discard)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if c.TenantMaxInFlight != 32 {
+			t.Errorf("TenantMaxInFlight = %d, want 32 (half of -max-in-flight)", c.TenantMaxInFlight)
 		}
 		if c.MaxInFlight != 64 || c.RequestTimeout != 15*time.Second || c.DBMaxConns != 32 ||
 			c.DBStatementTimeout != 5*time.Second || c.DBLockTimeout != 2*time.Second {

@@ -20,6 +20,7 @@ type BusConfig struct {
 	URL      string // nats:// URL on the loopback
 	Root     string // the commands' subject root (orderd's -commands-subject-root)
 	Tenant   string
+	APIKey   string // the tenant's API key, which signs its commands (natsbus.Sign)
 	Stream   string // orderd's -commands-stream; empty: the drain is not awaited
 	Consumer string // orderd's -commands-consumer
 }
@@ -69,6 +70,7 @@ func (b *Bus) Publish(ctx context.Context, op *book.Op) error {
 	m.Header.Set(nats.MsgIdHdr, op.Key)
 	m.Header.Set(natsbus.OrderIDHeader, op.Order.ID())
 	m.Data = op.Body
+	natsbus.Sign(m, b.cfg.APIKey, time.Now())
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	b.published.Add(1)

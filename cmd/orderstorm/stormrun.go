@@ -100,7 +100,7 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 	}
 	var bus *Bus
 	if cfg.Mix.BusCommands > 0 {
-		cfg.Bus.Tenant = cfg.Tenant
+		cfg.Bus.Tenant, cfg.Bus.APIKey = cfg.Tenant, cfg.APIKey
 		if bus, err = NewBus(cfg.Bus); err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/admission"
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testclock"
@@ -64,6 +65,12 @@ type Options struct {
 	// per-request deadline (api.Config); zero means none.
 	MaxInFlight    int
 	RequestTimeout time.Duration
+	// TenantMaxInFlight is the API's per-tenant in-flight bound
+	// (api.Config); zero means none.
+	TenantMaxInFlight int
+	// Gate, if set, is the API's admission gate (api.Config.Gate), to
+	// share with a command consumer under test.
+	Gate *admission.Gate
 	// WrapGateway, if set, wraps Env.Gateway in what the service calls, so
 	// a test can hold or observe provider calls. Env.Gateway stays the
 	// simulator underneath, for counting captures.
@@ -124,14 +131,17 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		Observer: opt.Observer,
 	})
 	e.Server = httptest.NewServer(api.New(e.Service, api.Config{
-		APIKeys:         map[string]string{KeyA: TenantA, KeyB: TenantB},
-		Policy:          opt.Policy,
-		MaxBodyBytes:    opt.MaxBodyBytes,
-		MaxInFlight:     opt.MaxInFlight,
-		RequestTimeout:  opt.RequestTimeout,
-		ProviderWebhook: opt.ProviderWebhook,
+		APIKeys:           map[string]string{KeyA: TenantA, KeyB: TenantB},
+		Policy:            opt.Policy,
+		MaxBodyBytes:      opt.MaxBodyBytes,
+		MaxInFlight:       opt.MaxInFlight,
+		TenantMaxInFlight: opt.TenantMaxInFlight,
+		Gate:              opt.Gate,
+		RequestTimeout:    opt.RequestTimeout,
+		ProviderWebhook:   opt.ProviderWebhook,
 		// Loopback webhook receivers are what tests have.
-		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now, MaxPerTenant: opt.EndpointsPerTenant},
+		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now, MaxPerTenant: opt.EndpointsPerTenant,
+			Ledger: e.Store, KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL},
 		Logger: opt.Logger,
 
 		TenantRateLimit:       opt.TenantRateLimit,

@@ -25,9 +25,15 @@ type Webhooks struct {
 	Now func() time.Time
 }
 
-// Authenticate verifies the paysim.SignatureHeader of a delivery. Errors
-// wrap paysim.ErrSignature.
-func (w Webhooks) Authenticate(h http.Header, body []byte) error {
+// CheckHeader checks the shape and the timestamp of the
+// paysim.SignatureHeader before the body is read. Errors wrap
+// paysim.ErrSignature.
+func (w Webhooks) CheckHeader(h http.Header) error {
+	tol, now := w.clock()
+	return paysim.CheckSignatureHeader(h.Get(paysim.SignatureHeader), now(), tol)
+}
+
+func (w Webhooks) clock() (time.Duration, func() time.Time) {
 	tol, now := w.Tolerance, w.Now
 	if tol <= 0 {
 		tol = paysim.DefaultSignatureTolerance
@@ -35,6 +41,13 @@ func (w Webhooks) Authenticate(h http.Header, body []byte) error {
 	if now == nil {
 		now = time.Now
 	}
+	return tol, now
+}
+
+// Authenticate verifies the paysim.SignatureHeader of a delivery. Errors
+// wrap paysim.ErrSignature.
+func (w Webhooks) Authenticate(h http.Header, body []byte) error {
+	tol, now := w.clock()
 	return paysim.VerifySignature(w.Secret, h.Get(paysim.SignatureHeader), body, now(), tol)
 }
 

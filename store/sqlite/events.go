@@ -170,6 +170,16 @@ func (s *Store) GetEndpoint(ctx context.Context, tenantID, id string) (event.End
 	return es[0], nil
 }
 
+// EndpointSecret implements store.EventStore.
+func (s *Store) EndpointSecret(ctx context.Context, tenantID, id string) (string, error) {
+	var secret string
+	err := s.db.QueryRowContext(ctx, `SELECT secret FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`, tenantID, id).Scan(&secret)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", store.ErrNotFound
+	}
+	return secret, translate(err)
+}
+
 // DeleteEndpoint implements store.EventStore (its deliveries go with it:
 // ON DELETE CASCADE).
 func (s *Store) DeleteEndpoint(ctx context.Context, tenantID, id string) error {
