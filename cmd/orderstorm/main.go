@@ -140,6 +140,12 @@ type Config struct {
 	Bus             BusConfig     `json:"-"`
 	DeleteBusStream bool          `json:"-"`
 	BusLateAfter    time.Duration `json:"bus_late_after"`
+	// RequireAll makes every invariant that did not run (its entry point
+	// not configured, or its check failed) an anomaly.
+	RequireAll bool `json:"require_all_checks"`
+	// ProviderWebhooks, with -spawn, has paysim send its signed webhooks
+	// to orderd, with faults.
+	ProviderWebhooks *ProviderWebhooks `json:"provider_webhooks,omitempty"`
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -202,6 +208,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.BusLateAfter, "bus-late-after", 3*time.Second, "a late redelivery of a bus command is published this long after its read-back (keep it above orderd's -commands-duplicate-window)")
 	fs.BoolVar(&c.DeleteBusStream, "bus-delete-stream", false, "delete -bus-stream after the run (a stream of the run's own)")
 	fs.BoolVar(&c.Webhooks, "webhooks", false, "receive orderd's webhooks on a loopback endpoint and check them after the storm (orderd needs ORDERD_WEBHOOK_ALLOW_PRIVATE=true; -spawn sets it)")
+	var pw ProviderWebhooks
+	providerWebhooks := fs.Bool("provider-webhooks", false, "with -spawn: the spawned paysim sends signed webhooks to the first orderd (ORDERD_PROVIDER_WEBHOOK_SECRET), with the faults below")
+	fs.Float64Var(&pw.DuplicateRate, "provider-webhook-duplicate-rate", 0.3, "with -provider-webhooks: fraction of provider webhooks delivered twice")
+	fs.Float64Var(&pw.DropRate, "provider-webhook-drop-rate", 0.05, "with -provider-webhooks: fraction never delivered")
+	fs.DurationVar(&pw.Delay, "provider-webhook-delay", 100*time.Millisecond, "with -provider-webhooks: delay before each delivery")
+	fs.DurationVar(&pw.ReorderWindow, "provider-webhook-reorder-window", time.Second, "with -provider-webhooks: random extra delay in [0, window) per delivery, so webhooks overtake each other")
+	fs.BoolVar(&c.RequireAll, "require-all-checks", false, "fail the run if any invariant did not run (the ledger, webhooks, bus commands and provider webhooks must all be in it)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -209,6 +222,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c.PaysimFaults = pf
+	if *providerWebhooks {
+		c.ProviderWebhooks = &pw
+	}
 	m := DefaultMix
 	m.DoubleClick, m.Parallel, m.Replay, m.MethodFaults, m.SKUFaults = c.Mix.DoubleClick, c.Mix.Parallel, c.Mix.Replay, c.Mix.MethodFaults, c.Mix.SKUFaults
 	m.BusCommands, m.BusTwin = c.Mix.BusCommands, c.Mix.BusTwin
@@ -250,8 +266,12 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, errors.New("-kill-db-connections-every needs a postgres:// -database-url")
 	case c.Mix.BusCommands < 0 || c.Mix.BusCommands > 1 || c.Mix.BusTwin < 0 || c.Mix.BusTwin > 1:
 		return c, errors.New("-bus-commands and -bus-twin must be in [0, 1]")
-	case c.DeleteBusStream && c.Bus.Stream == "":
+	case c.DeleteBusStream && c.Bus.Stream == "" && c.Spawn == 0:
 		return c, errors.New("-bus-delete-stream needs -bus-stream")
+	case c.ProviderWebhooks != nil && (c.Spawn == 0 || c.PaysimURL != ""):
+		return c, errors.New("-provider-webhooks configures the paysim orderstorm spawns: it needs -spawn and no -paysim (with -targets, configure paysim's -webhook-url yourself)")
+	case c.ProviderWebhooks != nil && (pw.DuplicateRate < 0 || pw.DuplicateRate > 1 || pw.DropRate < 0 || pw.DropRate > 1 || pw.Delay < 0 || pw.ReorderWindow < 0):
+		return c, errors.New("-provider-webhook-duplicate-rate and -drop-rate must be in [0, 1], -delay and -reorder-window not negative")
 	}
 	if err := c.Fates.Validate(); err != nil {
 		return c, err
@@ -350,6 +370,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.APIKey = "sk_storm_" + runID + "_key"
 		cfg.Tenant = "storm"
 		logf(progress, "spawning %d orderd in %s", cfg.Spawn, work)
+		if cfg.Mix.BusCommands > 0 {
+			// The spawned orderd take commands from a stream, consumer and
+			// subjects of the run's own (unless given), removed after it;
+			// the duplicate window is short so that -bus-late-after's late
+			// copies reach the ledger's replay, not the stream's dedup.
+			if cfg.Bus.Stream == "" {
+				cfg.Bus.Root, cfg.Bus.Stream, cfg.Bus.Consumer = "storm"+runID, "STORM_COMMANDS_"+runID, "orderd-storm-"+runID
+				cfg.DeleteBusStream = true
+			}
+			cfg.OrderdEnv = append([]string{"ORDERD_COMMANDS_NATS_URL=" + cfg.Bus.URL, "ORDERD_COMMANDS_STREAM=" + cfg.Bus.Stream,
+				"ORDERD_COMMANDS_CONSUMER=" + cfg.Bus.Consumer, "ORDERD_COMMANDS_SUBJECT_ROOT=" + cfg.Bus.Root,
+				"ORDERD_COMMANDS_DUPLICATE_WINDOW=1s"}, cfg.OrderdEnv...)
+		}
+		if cfg.ProviderWebhooks != nil {
+			var sb [16]byte
+			_, _ = crand.Read(sb[:])
+			cfg.ProviderWebhooks.Secret = "whsec_storm_" + hex.EncodeToString(sb[:])
+		}
 		if cfg.Webhooks {
 			// The receiver is on the loopback; quick retries keep the
 			// post-storm wait short.
@@ -358,7 +396,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cluster, err = Spawn(ctx, ClusterConfig{N: cfg.Spawn, DatabaseURL: cfg.DatabaseURL, APIKeys: cfg.Tenant + ":" + cfg.APIKey,
 			WithPaysim: cfg.Mode == "storm" && cfg.PaysimURL == "", PaysimURL: cfg.PaysimURL, BinDir: cfg.BinDir, Dir: work,
-			OrderdEnv: cfg.OrderdEnv, TimeoutDelay: cfg.PaysimFaults.TimeoutDelay})
+			OrderdEnv: cfg.OrderdEnv, TimeoutDelay: cfg.PaysimFaults.TimeoutDelay, ProviderWebhooks: cfg.ProviderWebhooks})
 		if err != nil {
 			fmt.Fprintln(stderr, "orderstorm:", err)
 			return 2

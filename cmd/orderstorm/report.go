@@ -182,6 +182,29 @@ func PrintSummary(w io.Writer, r *Result) {
 			line("bus commands", fmt.Sprintf("%d commands", b.Commands), fmt.Sprintf("%d copies (%d taken in by the stream, %d late), %d raced by HTTP; %d read back; %d declined keys, %d payment_failed events",
 				b.Published, b.Accepted, b.Late, b.Twins, b.Check.ReadBack, b.Check.DeclinedKeys, b.Check.DeclineEvents))
 		}
+		if len(c.Invariants) > 0 {
+			fmt.Fprintln(w, "  invariants:")
+			for _, iv := range c.Invariants {
+				kinds := ""
+				if len(iv.Kinds) > 0 {
+					var ks []string
+					for _, k := range sortedKeys(iv.Kinds) {
+						ks = append(ks, fmt.Sprintf("%s %d", k, iv.Kinds[k]))
+					}
+					kinds = " [" + strings.Join(ks, ", ") + "]"
+				}
+				fmt.Fprintf(w, "    %-7s %-37s %s; %d anomalies%s\n", iv.Status, iv.Name, iv.Counts, iv.Anomalies, kinds)
+			}
+		}
+		if len(c.Seconds) > 0 {
+			var ts []string
+			for _, k := range sortedKeys(c.Seconds) {
+				if k != "total" {
+					ts = append(ts, fmt.Sprintf("%s %.1fs", k, c.Seconds[k]))
+				}
+			}
+			line("checks' time", fmt.Sprintf("%.1fs", c.Seconds["total"]), strings.Join(ts, ", "))
+		}
 		line("ANOMALIES", c.Total, "")
 		for _, k := range sortedKeys(c.ByKind) {
 			line("  "+k, c.ByKind[k], "")
