@@ -200,6 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.BenchSQL, "bench-sql", "bench", "bench: directory of the pgbench scripts")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
 	fs.Float64Var(&c.Mix.BusCommands, "bus-commands", 0, "fraction of keyed pays, fulfils and cancels sent as JetStream commands (orderd needs -commands-nats-url)")
+	fs.Float64Var(&c.Mix.Reads, "reads", DefaultMix.Reads, "fraction of successful answers followed by a GET of the order on another instance, most with the answer's Orderly-Consistency-Token (read your writes, through a read replica if orderd has one)")
 	fs.Float64Var(&c.Mix.BusTwin, "bus-twin", DefaultMix.BusTwin, "fraction of bus commands raced by an HTTP request with the same key")
 	fs.StringVar(&c.Bus.URL, "nats-url", "nats://127.0.0.1:4222", "with -bus-commands: the JetStream server orderd takes commands from")
 	fs.StringVar(&c.Bus.Root, "bus-subject-root", "orderly", "with -bus-commands: orderd's -commands-subject-root")
@@ -227,7 +228,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	m := DefaultMix
 	m.DoubleClick, m.Parallel, m.Replay, m.MethodFaults, m.SKUFaults = c.Mix.DoubleClick, c.Mix.Parallel, c.Mix.Replay, c.Mix.MethodFaults, c.Mix.SKUFaults
-	m.BusCommands, m.BusTwin = c.Mix.BusCommands, c.Mix.BusTwin
+	m.BusCommands, m.BusTwin, m.Reads = c.Mix.BusCommands, c.Mix.BusTwin, c.Mix.Reads
 	c.Mix = m
 	for _, t := range strings.Split(targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -264,8 +265,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, errors.New("-kill-every and -kill-db-connections-every only hit what orderstorm started: they need -spawn")
 	case c.KillDBEvery > 0 && !strings.HasPrefix(c.DatabaseURL, "postgres"):
 		return c, errors.New("-kill-db-connections-every needs a postgres:// -database-url")
-	case c.Mix.BusCommands < 0 || c.Mix.BusCommands > 1 || c.Mix.BusTwin < 0 || c.Mix.BusTwin > 1:
-		return c, errors.New("-bus-commands and -bus-twin must be in [0, 1]")
+	case c.Mix.BusCommands < 0 || c.Mix.BusCommands > 1 || c.Mix.BusTwin < 0 || c.Mix.BusTwin > 1 || c.Mix.Reads < 0 || c.Mix.Reads > 1:
+		return c, errors.New("-bus-commands, -bus-twin and -reads must be in [0, 1]")
 	case c.DeleteBusStream && c.Bus.Stream == "" && c.Spawn == 0:
 		return c, errors.New("-bus-delete-stream needs -bus-stream")
 	case c.ProviderWebhooks != nil && (c.Spawn == 0 || c.PaysimURL != ""):

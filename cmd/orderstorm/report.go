@@ -39,6 +39,7 @@ type Result struct {
 	Check         *check.Report        `json:"check,omitempty"`
 	Webhooks      *check.WebhookReport `json:"webhooks,omitempty"`
 	Bus           *BusResult           `json:"bus,omitempty"`
+	Reads         *check.ReadReport    `json:"reads,omitempty"`
 	// ProviderWebhooks are paysim's webhook counters (since its last
 	// start), when it sends webhooks.
 	ProviderWebhooks *paysim.WebhookStats `json:"provider_webhooks,omitempty"`

@@ -227,6 +227,7 @@ func fromClient(res *client.Response[order.Order], err error) book.Obs {
 	}
 	if err == nil {
 		ob.Definitive, ob.ResourceID, ob.State, ob.Version = true, res.Value.ID, string(res.Value.State), res.Value.Version
+		ob.Token = res.Header.Get(consistencyHeader)
 		return ob
 	}
 	ob.Err = shorten(err.Error())
@@ -277,6 +278,7 @@ func (s *Sender) keyless(ctx context.Context, op *book.Op, inst int, body []byte
 					return ob
 				}
 				ob.Definitive, ob.ResourceID, ob.State, ob.Version = true, o.ID, o.State, o.Version
+				ob.Token = header.Get(consistencyHeader)
 				return ob
 			}
 			var p struct{ Type string }
@@ -354,6 +356,86 @@ func (s *Sender) rawOnce(ctx context.Context, url string, body []byte) (int, htt
 		return 0, nil, nil, fmt.Errorf("reading the %d response: %w", resp.StatusCode, err)
 	}
 	return resp.StatusCode, resp.Header, b, nil
+}
+
+// consistencyHeader carries orderd's read-your-writes token (README, "Read
+// replicas").
+const consistencyHeader = "Orderly-Consistency-Token"
+
+// Read is one GET /v1/orders/{id} as the harness saw it.
+type Read struct {
+	Status  int // 0: no answer after every attempt
+	Version int64
+	State   string
+}
+
+// Read gets order id from instance inst, with token (if not empty) as
+// Orderly-Consistency-Token, retrying network failures and retryable
+// answers up to the client's attempts.
+func (s *Sender) Read(ctx context.Context, inst int, id, token string) Read {
+	var rd Read
+	for attempt := 1; attempt <= s.attempts; attempt++ {
+		status, body, err := s.getOnce(ctx, s.bases[inst]+"/v1/orders/"+id, token)
+		if err == nil {
+			rd.Status = status
+			if status == http.StatusOK {
+				var o struct {
+					State   string
+					Version int64
+				}
+				if jerr := json.Unmarshal(body, &o); jerr == nil {
+					rd.Version, rd.State = o.Version, o.State
+					return rd
+				}
+				rd.Status = 0 // a torn body: try again
+			} else if !retryableAnswer(status, "") {
+				return rd
+			}
+		} else if ctx.Err() != nil {
+			return Read{}
+		}
+		if attempt == s.attempts {
+			break
+		}
+		t := time.NewTimer(s.jitter(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Read{}
+		case <-t.C:
+		}
+	}
+	if rd.Status == http.StatusOK || retryableAnswer(rd.Status, "") {
+		rd.Status = 0
+	}
+	return rd
+}
+
+func (s *Sender) getOnce(ctx context.Context, url, token string) (int, []byte, error) {
+	if s.attemptTO > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.attemptTO)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	req.Header.Set("User-Agent", "orderstorm/1 (reads)")
+	if token != "" {
+		req.Header.Set(consistencyHeader, token)
+	}
+	resp, err := s.raw.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, b, nil
 }
 
 // CloseIdle closes idle connections.

@@ -331,6 +331,12 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 			}
 		}
 	}
+	readRep, readAnomalies := storm.reads.report()
+	in.Reads = &readRep
+	res.Reads = &readRep
+	for _, a := range readAnomalies {
+		rep.Add(a.Kind, a.Ref, "%s", a.Detail)
+	}
 	check.Summarize(&rep, in, cfg.RequireAll)
 	var total float64
 	for _, v := range seconds {

@@ -63,7 +63,10 @@ type Obs struct {
 	// BodyHash is the hex SHA-256 of the answer's body (empty if none was
 	// read to its end): answers for one key that stand for the same
 	// stored outcome and order version must be byte-identical.
-	BodyHash   string        `json:"body_sha256,omitempty"`
+	BodyHash string `json:"body_sha256,omitempty"`
+	// Token is the answer's Orderly-Consistency-Token (set with read
+	// replicas): a GET with it sees at least this answer's write.
+	Token      string        `json:"-"`
 	Definitive bool          `json:"definitive"`
 	Err        string        `json:"err,omitempty"`
 	Attempts   int           `json:"attempts"`

@@ -27,11 +27,26 @@ type Invariant struct {
 	Status string `json:"status"`
 }
 
+// Anomaly kinds of the reads that follow acknowledged writes.
+const (
+	AnomalyReadStale = "stale_read_with_token" // a GET with a write's consistency token showed an older version (or failed)
+	AnomalyReadLost  = "read_not_found"        // a GET of an acknowledged order answered 404
+)
+
+// ReadReport counts the reads that followed acknowledged writes.
+type ReadReport struct {
+	WithToken    int64 `json:"with_token"`
+	WithoutToken int64 `json:"without_token"`
+	StaleAllowed int64 `json:"stale_without_token"`
+	Unanswered   int64 `json:"unanswered"`
+}
+
 // Inputs of Summarize beyond the Report: what the other checks saw, nil
 // when they did not run.
 type Inputs struct {
 	Webhooks *WebhookReport
 	Bus      *BusReport
+	Reads    *ReadReport
 	// ProviderWebhooks is how many webhooks the provider sent orderd and
 	// how many it delivered (-1, -1 if it sent none: not configured).
 	ProviderEvents, ProviderDelivered int64
@@ -54,6 +69,7 @@ var invariantKinds = []struct {
 	{"deliveries per event", []string{AnomalyWebhookMissing, AnomalyWebhookPhantom, AnomalyWebhookSignature,
 		AnomalyWebhookOutOfOrder, AnomalyWebhookState}},
 	{"bus commands took effect once", []string{AnomalyBusNotApplied, AnomalyDeclineEffects, AnomalyBusNotDrained}},
+	{"reads see acknowledged writes", []string{AnomalyReadStale, AnomalyReadLost}},
 	{"provider webhooks in", nil},
 }
 
@@ -100,6 +116,11 @@ func Summarize(rep *Report, in Inputs, requireAll bool) {
 		counts["bus commands took effect once"] = fmt.Sprintf("%d commands, %d read back as replays, %d raced by an HTTP twin; %d declined keys, %d payment_failed events",
 			b.Commands, b.ReadBack, b.Twinned, b.DeclinedKeys, b.DeclineEvents)
 		ran["bus commands took effect once"] = b.Commands > 0
+	}
+	if r := in.Reads; r != nil {
+		counts["reads see acknowledged writes"] = fmt.Sprintf("%d GETs with the write's consistency token, none older; %d without (%d showed an older version: allowed), %d unanswered",
+			r.WithToken, r.WithoutToken, r.StaleAllowed, r.Unanswered)
+		ran["reads see acknowledged writes"] = r.WithToken+r.WithoutToken > 0
 	}
 	if in.ProviderEvents > 0 {
 		counts["provider webhooks in"] = fmt.Sprintf("%d sent by the provider, %d delivered (duplicates, reorders and drops included); their effects are in the ledger and state checks",
