@@ -329,8 +329,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The hard bound of the whole run.
-	limit := cfg.Duration + cfg.Settle + 5*time.Minute
+	// The hard bound of the whole run: the storm, then the reconcile, the
+	// bus drain and the webhook wait (each bounded by -settle, at least
+	// 30 s), and the checks.
+	limit := cfg.Duration + 3*max(cfg.Settle, 30*time.Second) + 10*time.Minute
 	if cfg.Mode == "bench" {
 		limit = time.Duration(len(cfg.BenchClients))*6*(cfg.BenchDuration+30*time.Second) + 5*time.Minute
 	}
