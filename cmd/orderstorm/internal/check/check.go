@@ -22,29 +22,31 @@ import (
 // Anomaly kinds: each is a broken promise found in the database, the
 // provider ledger, or the answers.
 const (
-	AnomalyDuplicateOrder     = "duplicate_order"         // more than one order for one logical create
-	AnomalyLostOrder          = "lost_order"              // an order answered 201 is not in the database
-	AnomalyWrongOrder         = "wrong_order"             // an order answered 201 belongs to another create
-	AnomalyPhantomOrder       = "phantom_order"           // an order of the run that no logical create made
-	AnomalyUnresolved         = "unresolved_operation"    // no definitive answer, even after reconciling
-	AnomalyReplayMismatch     = "replay_mismatch"         // two answers for one key differ
-	AnomalyReplayNotFlagged   = "replay_not_flagged"      // a replayed sequence answered without Idempotency-Replayed
-	AnomalyReplayBytes        = "replay_not_identical"    // two answers for one stored outcome and order version differ in their bytes
-	AnomalyDoubleExecution    = "double_execution"        // two original (non-replayed) answers for one key
-	AnomalyUnexpectedStatus   = "unexpected_status"       // a definitive answer that is not legal for the operation
-	AnomalyKeyRecord          = "key_record_mismatch"     // idempotency_keys disagrees with the answer
-	AnomalyAckedStateLost     = "acked_state_lost"        // the order left a state an answer acknowledged, illegally
-	AnomalyPhantomTransition  = "phantom_transition"      // the order reached a state no operation asked for
-	AnomalyAttemptNotSettled  = "attempt_not_settled"     // a provider attempt left pending or unknown
-	AnomalyStateAttempts      = "state_attempt_mismatch"  // the order's state disagrees with its provider attempts
-	AnomalyDoubleCapture      = "double_capture"          // the provider captured an order more than once
-	AnomalyDoubleShipment     = "double_shipment"         // the warehouse shipped an order more than once
-	AnomalyRefundNoCapture    = "refund_without_capture"  // more refunds than captures
-	AnomalyStateLedger        = "state_ledger_mismatch"   // the order's state disagrees with the provider ledger
-	AnomalyAttemptLedger      = "attempt_ledger_mismatch" // recorded successful charges differ from ledger captures
-	AnomalyMoney              = "money_mismatch"          // the provider's captured minus refunded amount is not what the order's state says
-	AnomalyInternalError      = "internal_error_500"      // the service answered 500
-	AnomalyHarnessUnreachable = "check_incomplete"        // a check could not run
+	AnomalyDuplicateOrder     = "duplicate_order"            // more than one order for one logical create
+	AnomalyLostOrder          = "lost_order"                 // an order answered 201 is not in the database
+	AnomalyWrongOrder         = "wrong_order"                // an order answered 201 belongs to another create
+	AnomalyPhantomOrder       = "phantom_order"              // an order of the run that no logical create made
+	AnomalyUnresolved         = "unresolved_operation"       // no definitive answer, even after reconciling
+	AnomalyReplayMismatch     = "replay_mismatch"            // two answers for one key differ
+	AnomalyReplayNotFlagged   = "replay_not_flagged"         // a replayed sequence answered without Idempotency-Replayed
+	AnomalyReplayBytes        = "replay_not_identical"       // two answers for one stored outcome and order version differ in their bytes
+	AnomalyDoubleExecution    = "double_execution"           // two original (non-replayed) answers for one key
+	AnomalyUnexpectedStatus   = "unexpected_status"          // a definitive answer that is not legal for the operation
+	AnomalyKeyRecord          = "key_record_mismatch"        // idempotency_keys disagrees with the answer
+	AnomalyAckedStateLost     = "acked_state_lost"           // the order left a state an answer acknowledged, illegally
+	AnomalyPhantomTransition  = "phantom_transition"         // the order reached a state no operation asked for
+	AnomalyAttemptNotSettled  = "attempt_not_settled"        // a provider attempt left pending or unknown
+	AnomalyStateAttempts      = "state_attempt_mismatch"     // the order's state disagrees with its provider attempts
+	AnomalyDoubleCapture      = "double_capture"             // the provider captured an order more than once
+	AnomalyDoubleShipment     = "double_shipment"            // the warehouse shipped an order more than once
+	AnomalyRefundNoCapture    = "refund_without_capture"     // more refunds than captures
+	AnomalyStateLedger        = "state_ledger_mismatch"      // the order's state disagrees with the provider ledger
+	AnomalyAttemptLedger      = "attempt_ledger_mismatch"    // recorded successful charges differ from ledger captures
+	AnomalyPaidNoCapture      = "paid_without_capture"       // the order is PAID or FULFILLED and the provider never captured it
+	AnomalyShipNotFulfilled   = "shipment_without_fulfilled" // the warehouse shipped an order that is not FULFILLED
+	AnomalyMoney              = "money_mismatch"             // the provider's captured minus refunded amount is not what the order's state says
+	AnomalyInternalError      = "internal_error_500"         // the service answered 500
+	AnomalyHarnessUnreachable = "check_incomplete"           // a check could not run
 )
 
 // maxExamples bounds the anomalies listed one by one; all are counted.
@@ -657,7 +659,14 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 	if row.state == "CANCELLED" && l.captures > 0 {
 		rep.CancelledPaid++
 	}
-	if !ok {
+	switch {
+	case (row.state == "PAID" || row.state == "FULFILLED") && l.captures == 0:
+		rep.Add(AnomalyPaidNoCapture, ref, "state %s but the provider has no capture (%d refunds, %d shipments)",
+			row.state, l.refunds, l.shipments)
+	case row.state != "FULFILLED" && l.shipments > 0:
+		rep.Add(AnomalyShipNotFulfilled, ref, "state %s but the warehouse shipped the order %d times (%d captures, %d refunds)",
+			row.state, l.shipments, l.captures, l.refunds)
+	case !ok:
 		rep.Add(AnomalyStateLedger, ref, "state %s but the provider has %d captures, %d refunds, %d shipments",
 			row.state, l.captures, l.refunds, l.shipments)
 	}
