@@ -32,11 +32,19 @@
 // key is completed the outcome is read back over HTTP with the key and
 // must be a replay.
 //
+// With -reads F a fraction F of the successful answers is followed by a GET
+// of the order on another instance, three in four with the answer's
+// Orderly-Consistency-Token: the read must show at least the answer's
+// version (read your writes, through orderd's read replica if it has one).
+//
 // With -paysim it sets paysim's run-level faults (drop, timeout, error,
 // latency) and some pays use its one-shot fault payment methods and SKUs.
 // With -spawn N it builds and starts N orderd (and a paysim) itself, and
 // with -kill-every it SIGKILLs and restarts them — only processes it
-// started.
+// started. With -spawn, -provider-webhooks has the spawned paysim send its
+// signed webhooks to the first orderd (duplicated, dropped, delayed,
+// reordered), and -bus-commands gives the spawned orderd a commands stream,
+// consumer and subject root of the run's own, deleted after it.
 //
 // After the storm every operation left without a definitive answer is sent
 // again with its key, faults off (reconcile), and then the invariants are
@@ -46,8 +54,12 @@
 // attempts and the provider's ledger; with -webhooks, the outbox and the
 // webhooks received; with -bus-commands, every command's effect exactly once
 // (its read-back a replay, one order.payment_failed per declined key, the
-// consumer drained). The run passes iff there are no
-// anomalies; the exit code is 1 otherwise (2 for a harness error).
+// consumer drained). Every check reads each table once, by tenant, and
+// joins in memory (PostgreSQL's statistics are refreshed with ANALYZE
+// first); the checks' time is reported. The summary names each invariant
+// with its counts and status (internal/check.Summarize). The run passes iff
+// there are no anomalies — with -require-all-checks an invariant that did
+// not run is one; the exit code is 1 otherwise (2 for a harness error).
 //
 // # Bench
 //
