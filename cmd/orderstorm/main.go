@@ -342,9 +342,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The hard bound of the whole run: the storm, then the reconcile, the
-	// bus drain and the webhook wait (each bounded by -settle, at least
-	// 30 s), and the checks.
-	limit := cfg.Duration + 3*max(cfg.Settle, 30*time.Second) + 10*time.Minute
+	// bus drain, the wait for open provider attempts and the webhook wait
+	// (each bounded by -settle, at least 30 s), and the checks.
+	limit := cfg.Duration + 4*max(cfg.Settle, 30*time.Second) + 10*time.Minute
 	if cfg.Mode == "bench" {
 		limit = time.Duration(len(cfg.BenchClients))*6*(cfg.BenchDuration+30*time.Second) + 5*time.Minute
 	}

@@ -77,6 +77,9 @@ type FaultTotals struct {
 type ReconcileTotals struct {
 	Before int `json:"unresolved_after_storm"`
 	After  int `json:"unresolved_after_reconcile"`
+	// OpenAttempts counts the run's provider attempts still pending or
+	// unknown after the reconcile, before the wait for them to settle.
+	OpenAttempts int `json:"open_attempts_after_reconcile"`
 }
 
 // WriteJSON writes r to path.
@@ -165,6 +168,9 @@ func PrintSummary(w io.Writer, r *Result) {
 		line("orderd's DB connections terminated", f.DBConnsKilled, "(pg_terminate_backend)")
 	}
 	line("unresolved after storm → reconcile", fmt.Sprintf("%d → %d", r.Reconcile.Before, r.Reconcile.After), "(re-sent with the same key, faults off)")
+	if r.Reconcile.OpenAttempts > 0 {
+		line("  provider attempts open then", r.Reconcile.OpenAttempts, "(waited for the completer, retries and provider webhooks to settle them; any still open is an anomaly)")
+	}
 	if c := r.Check; c != nil {
 		ledger := "provider ledger not checked (no -paysim)"
 		if c.LedgerChecked {

@@ -239,7 +239,43 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 	res.Latency = lat.Stats()
 
 	// The checks: database and provider ledger.
+	seconds := map[string]float64{}
+	timed := func(name string, f func() error) error {
+		t0 := time.Now()
+		err := f()
+		seconds[name] = round3(time.Since(t0).Seconds())
+		return err
+	}
 	checker := &check.Checker{HTTP500: sender.counter.status(500), DerivedTTL: cfg.DerivedTTL}
+	var db *check.DB
+	if cfg.DatabaseURL != "" {
+		var err error
+		if db, err = check.OpenDB(cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		checker.DB = db
+		// A provider call whose outcome was lost settles when a retry, the
+		// completer or a provider webhook asks: wait (bounded by -settle)
+		// until none of the run's attempts is open, before the ledger is
+		// read; what is still open then is an anomaly.
+		_ = timed("attempts_wait", func() error {
+			deadline := time.Now().Add(max(cfg.Settle, 30*time.Second))
+			for first := true; ; first = false {
+				n, err := checker.OpenAttempts(ctx, rec)
+				if first && err == nil {
+					res.Reconcile.OpenAttempts = n
+				}
+				if err != nil || n == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+					return err
+				}
+				time.Sleep(time.Second)
+			}
+		})
+		if res.Reconcile.OpenAttempts > 0 {
+			logf(progress, "%d provider attempts were open after the reconcile; waited %.1fs for them", res.Reconcile.OpenAttempts, seconds["attempts_wait"])
+		}
+	}
 	if admin != nil {
 		after, err := admin.Stats(ctx)
 		if err != nil {
@@ -256,13 +292,6 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		}
 		checker.Ledger = &snap
 	}
-	seconds := map[string]float64{}
-	timed := func(name string, f func() error) error {
-		t0 := time.Now()
-		err := f()
-		seconds[name] = round3(time.Since(t0).Seconds())
-		return err
-	}
 	var rep check.Report
 	var in check.Inputs
 	if res.ProviderWebhooks != nil {
@@ -272,12 +301,7 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		rep = check.Report{ByKind: map[string]int{}, DBStates: map[string]int{}}
 		rep.Add(check.AnomalyHarnessUnreachable, "-", "no -database-url: the database invariants were not checked")
 	} else {
-		db, err := check.OpenDB(cfg.DatabaseURL)
-		if err != nil {
-			return nil, err
-		}
-		defer db.Close()
-		checker.DB = db
+		var err error
 		logf(progress, "checking: analyze")
 		analyzeErr := timed("analyze", func() error { return db.Analyze(ctx) })
 		logf(progress, "checking: database and ledger")

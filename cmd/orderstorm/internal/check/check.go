@@ -346,6 +346,41 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 	return rep, nil
 }
 
+// OpenAttempts counts the provider attempts of the run's orders that are
+// pending or unknown: one pass over the tenant's attempts and one over the
+// run's orders.
+func (c *Checker) OpenAttempts(ctx context.Context, b *book.Book) (int, error) {
+	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT order_id FROM provider_attempts
+		WHERE tenant_id = $1 AND status IN ('pending', 'unknown')`), b.Tenant)
+	if err != nil {
+		return 0, fmt.Errorf("reading open provider attempts: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	orders, err := c.runOrders(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		if _, ours := orders[id]; ours {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // runKeys reads the tenant's idempotency keys that name a resource, in one
 // pass, and keeps those of orders in byID (key hash → record).
 func (c *Checker) runKeys(ctx context.Context, tenant string, byID map[string]dbOrder) (map[string]dbKey, error) {

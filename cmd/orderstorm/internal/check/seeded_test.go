@@ -116,6 +116,15 @@ func TestCheckerNamesEverySeededAnomaly(t *testing.T) {
 			if err := db.Analyze(ctx); err != nil {
 				t.Fatal(err)
 			}
+			// The harness waits for open attempts before it checks: none here,
+			// then one.
+			if n, err := c.OpenAttempts(ctx, r.book); err != nil || n != 0 {
+				t.Fatalf("open attempts %d, %v; want 0", n, err)
+			}
+			f.attempt("ord_double_capture", "refund", "unknown")
+			if n, err := c.OpenAttempts(ctx, r.book); err != nil || n != 1 {
+				t.Fatalf("open attempts %d, %v; want 1", n, err)
+			}
 			rep, err := c.Check(ctx, r.book)
 			if err != nil {
 				t.Fatal(err)
@@ -128,6 +137,7 @@ func TestCheckerNamesEverySeededAnomaly(t *testing.T) {
 
 			seeded := []struct{ kind, order, invariant string }{
 				{AnomalyDoubleCapture, "ord_double_capture", "captures vs paid orders"},
+				{AnomalyAttemptNotSettled, "ord_double_capture", "every operation answered, keys agree"},
 				{AnomalyPaidNoCapture, "ord_paid_no_capture", "captures vs paid orders"},
 				{AnomalyShipNotFulfilled, "ord_shipped_not_fulfilled", "shipments vs fulfilled orders"},
 				{AnomalyEventPhantom, "ord_event_no_change", "events per change"},
