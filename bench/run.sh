@@ -55,7 +55,20 @@
 #                    PROFILE_CLIENTS=16; orderd serves pprof on loopback
 #                    (ORDERD_PPROF_ADDR, cmd/orderd/profile.go)
 #   storm: STORM_OPS=12000 STORM_DURATION=15m KILL_EVERY=20s (0: none) SHOPPERS=16
-# gobench and storm use the machine's server on 127.0.0.1:5432.
+#          STORM_STORE=postgres (2 orderd) or sqlite (1 orderd on the embedded store)
+#          STORM_REPLICA=1: on PostgreSQL, a primary and a standby of the run's
+#                   own (internal/pgpair, as .ci/replicas), the standby
+#                   STORM_REPLICA_DELAY=2s behind, as both orderd's read
+#                   replica; 0: the machine's server, no replica
+#          STORM_BUS=0.25: the fraction of pays, fulfils and cancels sent as
+#                   NATS JetStream commands (127.0.0.1:4222)
+#          Every entry point is in it: HTTP through fault proxies, webhooks
+#          out to orderstorm's receiver, paysim's provider webhooks in
+#          (duplicated, reordered, dropped), bus commands raced by HTTP
+#          twins; orderstorm -require-all-checks fails the run (exit 1) on
+#          any anomaly and on any invariant that did not run.
+# gobench uses the machine's server on 127.0.0.1:5432; storm too with
+# STORM_REPLICA=0.
 # Other ORDERD_* variables in the environment reach orderd, except those the
 # benchmark sets (address, database, data dir, API keys, payment and
 # warehouse URLs, log level, group commit, pprof).
@@ -84,6 +97,11 @@ STORM_OPS="${STORM_OPS:-12000}"
 STORM_DURATION="${STORM_DURATION:-15m}"
 KILL_EVERY="${KILL_EVERY:-20s}"
 SHOPPERS="${SHOPPERS:-16}"
+STORM_STORE="${STORM_STORE:-postgres}"
+STORM_REPLICA="${STORM_REPLICA:-1}"
+STORM_REPLICA_DELAY="${STORM_REPLICA_DELAY:-2s}"
+STORM_BUS="${STORM_BUS:-0.25}"
+case "$STORM_STORE" in postgres|sqlite) ;; *) echo "STORM_STORE must be postgres or sqlite, not $STORM_STORE" >&2; exit 2 ;; esac
 PG="postgres://postgres@127.0.0.1:5432"
 
 SECS="${BENCH_DURATION%s}"
@@ -106,6 +124,7 @@ BIN="$WORK/bin"
 mkdir -p "$BIN" "$OUT"
 DBS=()
 ORDERD_PID=""
+PAIR_PID=""
 PROFILE_PID=""
 LOAD_PID=""
 
@@ -130,6 +149,10 @@ cleanup() {
     kill -TERM "$LOAD_PID" 2>/dev/null
   fi
   stop_orderd
+  if [ -n "$PAIR_PID" ]; then # pgpair stops and removes its two servers on SIGTERM
+    kill -TERM "$PAIR_PID" 2>/dev/null
+    for _ in $(seq 1 300); do kill -0 "$PAIR_PID" 2>/dev/null || break; sleep 0.2; done
+  fi
   for db in "${DBS[@]}"; do dropdb --if-exists --force -h 127.0.0.1 -p "${db%%:*}" -U postgres "${db#*:}" 2>/dev/null || true; done
   declare -F stop_bench_pg >/dev/null && stop_bench_pg
   rm -rf "$WORK"
@@ -673,14 +696,58 @@ if [ "$WHAT" = gobench ] || [ "$WHAT" = all ]; then
 fi
 
 if [ "$WHAT" = storm ] || [ "$WHAT" = all ]; then
-  echo "== storm: $STORM_OPS logical operations, 2 orderd + paysim, kill every $KILL_EVERY"
-  fresh_db storm
   KILL=()
-  [ "$KILL_EVERY" != 0 ] && KILL=(-kill-every "$KILL_EVERY" -kill-paysim -kill-db-connections-every 30s)
-  "$BIN/orderstorm" -spawn 2 -bin-dir "$BIN" -database-url "$URL" \
+  STORE_ARGS=()
+  ENTRY=(-webhooks -provider-webhooks -bus-commands "$STORM_BUS" -require-all-checks)
+  if [ "$STORM_STORE" = sqlite ]; then
+    # The embedded store serves one instance: one orderd on a data dir of
+    # the run's (no database URL), no replica, no backend kills.
+    [ "$KILL_EVERY" != 0 ] && KILL=(-kill-every "$KILL_EVERY" -kill-paysim)
+    STORE_ARGS=(-spawn 1)
+    echo "== storm: $STORM_OPS logical operations, 1 orderd on the embedded store + paysim, kill every $KILL_EVERY"
+  else
+    if [ "$STORM_REPLICA" = 1 ]; then
+      # A primary and a streaming standby of the run's own (internal/pgpair,
+      # as .ci/replicas), the standby applying every commit
+      # STORM_REPLICA_DELAY late; both orderd read from it.
+      go build -o "$BIN/pgpair" ./internal/pgpair/cmd/pgpair
+      "$BIN/pgpair" -apply-delay "$STORM_REPLICA_DELAY" -db orderly_storm >"$WORK/pgpair.out" 2>"$WORK/pgpair.log" &
+      PAIR_PID=$!
+      for _ in $(seq 1 600); do
+        grep -q '^STANDBY_URL=' "$WORK/pgpair.out" && break
+        kill -0 "$PAIR_PID" 2>/dev/null || { cat "$WORK/pgpair.log" >&2; echo "pgpair exited" >&2; exit 1; }
+        sleep 0.2
+      done
+      grep -q '^STANDBY_URL=' "$WORK/pgpair.out" || { echo "pgpair did not start within 120s" >&2; exit 1; }
+      URL=$(sed -n 's/^PRIMARY_URL=//p' "$WORK/pgpair.out")
+      STANDBY_URL=$(sed -n 's/^STANDBY_URL=//p' "$WORK/pgpair.out")
+      ENTRY+=(-orderd-env "ORDERD_DATABASE_REPLICA_URLS=$STANDBY_URL")
+      echo "postgres (storm): $(psql "$URL" -Atc 'show server_version') primary and standby of the run's own (pgpair; standby $STORM_REPLICA_DELAY behind)" | tee -a "$OUT/machine-$WHAT.txt"
+    else
+      fresh_db storm
+    fi
+    [ "$KILL_EVERY" != 0 ] && KILL=(-kill-every "$KILL_EVERY" -kill-paysim -kill-db-connections-every 30s)
+    STORE_ARGS=(-spawn 2 -database-url "$URL")
+    echo "== storm: $STORM_OPS logical operations, 2 orderd on PostgreSQL + paysim, kill every $KILL_EVERY, replica $STORM_REPLICA"
+  fi
+  if [ "$STORM_BUS" != 0 ] && ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
+    echo "the storm's bus commands need NATS with JetStream on 127.0.0.1:4222 (or STORM_BUS=0, which fails the bus check as not run)" >&2; exit 2
+  fi
+  STORM_RC=0
+  "$BIN/orderstorm" "${STORE_ARGS[@]}" -bin-dir "$BIN" \
     -ops "$STORM_OPS" -duration "$STORM_DURATION" -shoppers "$SHOPPERS" -settle 120s "${KILL[@]}" \
     -proxy-drop 0.03 -proxy-cut 0.01 -proxy-truncate 0.01 \
-    -paysim-drop-rate 0.03 -paysim-timeout-rate 0.01 -paysim-error-rate 0.02 \
-    -json "$OUT/storm.json" -svg "$OUT/storm.svg" | tee "$OUT/storm.txt"
+    -paysim-drop-rate 0.03 -paysim-timeout-rate 0.01 -paysim-error-rate 0.02 "${ENTRY[@]}" \
+    -json "$OUT/storm.json" -svg "$OUT/storm.svg" | tee "$OUT/storm.txt" || STORM_RC=$?
+  if [ -n "$PAIR_PID" ]; then
+    kill -TERM "$PAIR_PID" 2>/dev/null || true
+    wait "$PAIR_PID" 2>/dev/null || true
+    PAIR_PID=""
+  fi
+  if [ "$STORM_RC" != 0 ]; then
+    echo "storm: FAILED (orderstorm exit $STORM_RC; 1 = anomalies or a check that did not run, 2 = harness error)" >&2
+    echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine-$WHAT.txt"
+    exit "$STORM_RC"
+  fi
 fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine-$WHAT.txt"

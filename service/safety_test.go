@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
@@ -252,6 +254,90 @@ func TestUnresolvedShipmentNeedsAttention(t *testing.T) {
 			if got.State != order.Paid || wh.Shipments(o.ID) != 0 || ships.Load() != calls {
 				t.Fatalf("order %s, %d shipments, %d shipment calls since; want PAID and none",
 					got.State, wh.Shipments(o.ID), ships.Load()-calls)
+			}
+		})
+	}
+}
+
+// flakyWarehouse answers the first Ship a retryable 503 that ships nothing
+// and counts every Ship call.
+type flakyWarehouse struct {
+	*simulator.Warehouse
+	ships *atomic.Int64
+}
+
+func (w flakyWarehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (fulfillment.Shipment, error) {
+	if w.ships.Add(1) == 1 {
+		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Retryable: true, Err: errors.New("503: nothing shipped")}
+	}
+	return w.Warehouse.Ship(ctx, req)
+}
+
+// heldRefunds holds every Refund until release is closed, after closing
+// entered: a cancel's refund in flight.
+type heldRefunds struct {
+	*simulator.Gateway
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (g *heldRefunds) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
+	g.once.Do(func() { close(g.entered) })
+	<-g.release
+	return g.Gateway.Refund(ctx, req)
+}
+
+// TestShipmentRetryNeverOverlapsARefund reproduces the fulfil ‖ cancel race
+// the 100 000-operation storm of issue 20 found (two orders shipped and
+// refunded): a fulfil whose shipment was answered a retryable 503 (its
+// attempt failed, its key released) is retried while a cancel's refund is in
+// flight. The retry must not ship beside the refund — it answers order_busy
+// — and the order ends CANCELLED with one refund and no shipment.
+func TestShipmentRetryNeverOverlapsARefund(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			clk, wh, ships := newClock(), simulator.NewWarehouse(), new(atomic.Int64)
+			gw := &heldRefunds{Gateway: simulator.NewGateway(), entered: make(chan struct{}), release: make(chan struct{})}
+			env := testenv.New(t, kind, testenv.Options{Clock: clk})
+			svc := service.New(env.Store, gw, flakyWarehouse{wh, ships}, service.Config{LeaseDuration: 10 * time.Second, Now: clk.Now})
+			ctx := context.Background()
+			res, err := svc.Create(ctx, "t1", idempotency.Key{}, input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := res.Order
+			if _, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("P")}, payIn); err != nil {
+				t.Fatal(err)
+			}
+			fulfil := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("F")}
+			if _, err := svc.Fulfill(ctx, fulfil); apperr.ErrorCode(err) != apperr.EUnavailable {
+				t.Fatalf("fulfil answered a 503 by the warehouse: %v, want EUnavailable", err)
+			}
+			cancelled := make(chan error, 1)
+			go func() {
+				_, err := svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")})
+				cancelled <- err
+			}()
+			select {
+			case <-gw.entered:
+			case err := <-cancelled:
+				t.Fatalf("the cancel ended before refunding: %v", err)
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the cancel never reached the refund")
+			}
+			_, err = svc.Fulfill(ctx, fulfil)
+			close(gw.release)
+			if apperr.ErrorCode(err) != apperr.EOrderBusy {
+				t.Errorf("fulfil retried while the refund is in flight: %v, want order_busy", err)
+			}
+			if err := <-cancelled; err != nil {
+				t.Fatalf("cancel: %v", err)
+			}
+			got, _ := env.Store.GetOrder(ctx, "t1", o.ID)
+			if got.State != order.Cancelled || wh.Shipments(o.ID) != 0 || ships.Load() != 1 || gw.Refunds(o.ID) != 1 {
+				t.Fatalf("order %s, %d shipments (%d Ship calls), %d refunds; want CANCELLED, none (1 call, the 503), 1",
+					got.State, wh.Shipments(o.ID), ships.Load(), gw.Refunds(o.ID))
 			}
 		})
 	}

@@ -261,8 +261,17 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 		}
 		var stored store.Attempt
 		openedAt := a.UpdatedAt // when this request would open the attempt
-		if i == 0 && first != nil && prior != nil && first.Key.AttemptKey == a.ProviderKey && prior.ProviderKey == a.ProviderKey {
-			// Phase 1 recorded this attempt (or found it recorded).
+		if i == 0 && first != nil && prior != nil && first.Key.AttemptKey == a.ProviderKey && prior.ProviderKey == a.ProviderKey &&
+			prior.Status != store.AttemptFailed {
+			// Phase 1 recorded this attempt (or found it recorded). A failed
+			// one it did not reopen: phase 1 reopens a failed attempt as
+			// pending only while no other attempt of the order is open, so
+			// a key whose earlier try failed (a provider 503) still points
+			// at it when its guard refused — a refund of a racing cancel in
+			// flight, say. Calling the provider for it then would ship
+			// beside that refund (issue 20's 100 000-operation storm: two
+			// orders shipped and refunded); it is recorded below instead,
+			// where the same guard answers order_busy.
 			stored, openedAt = *prior, first.IntentAt
 		} else {
 			// Phase 1 did not record it (its guard refused, or this is a

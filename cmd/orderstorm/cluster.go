@@ -65,6 +65,34 @@ type ClusterConfig struct {
 	Dir          string
 	OrderdEnv    []string // extra ORDERD_* settings
 	TimeoutDelay time.Duration
+	// ProviderWebhooks, if set (with WithPaysim), has the spawned paysim
+	// send its signed webhooks to the first orderd, with these faults.
+	ProviderWebhooks *ProviderWebhooks
+}
+
+// ProviderWebhooks are the provider webhooks of a spawned cluster: paysim
+// signs them with Secret and sends them to orderd's POST /provider/webhooks
+// (ORDERD_PROVIDER_WEBHOOK_SECRET), duplicating, dropping, delaying and
+// reordering some (paysim's -webhook-* settings).
+type ProviderWebhooks struct {
+	Secret        string        `json:"-"`
+	DuplicateRate float64       `json:"duplicate_rate"`
+	DropRate      float64       `json:"drop_rate"`
+	Delay         time.Duration `json:"delay"`
+	ReorderWindow time.Duration `json:"reorder_window"`
+}
+
+// paysimEnv is the spawned paysim's environment, with its webhooks to
+// orderdBase if pw is set.
+func paysimEnv(cfg ClusterConfig, addr, orderdBase string) []string {
+	env := []string{"PAYSIM_ADDR=" + addr, "PAYSIM_DATA_DIR=" + filepath.Join(cfg.Dir, "paysim-data"),
+		"PAYSIM_TIMEOUT_DELAY=" + cfg.TimeoutDelay.String()}
+	if pw := cfg.ProviderWebhooks; pw != nil && orderdBase != "" {
+		env = append(env, "PAYSIM_WEBHOOK_URL="+orderdBase+"/provider/webhooks", "PAYSIM_WEBHOOK_SECRET="+pw.Secret,
+			fmt.Sprintf("PAYSIM_WEBHOOK_DUPLICATE_RATE=%g", pw.DuplicateRate), fmt.Sprintf("PAYSIM_WEBHOOK_DROP_RATE=%g", pw.DropRate),
+			"PAYSIM_WEBHOOK_DELAY="+pw.Delay.String(), "PAYSIM_WEBHOOK_REORDER_WINDOW="+pw.ReorderWindow.String())
+	}
+	return env
 }
 
 // Spawn builds (unless cfg.BinDir is set) and starts the cluster.
@@ -81,10 +109,11 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	c := &Cluster{Dir: cfg.Dir}
 	payURL := cfg.PaysimURL
+	if cfg.ProviderWebhooks != nil && !cfg.WithPaysim {
+		return nil, errors.New("provider webhooks need the spawned paysim (no -paysim URL)")
+	}
 	if cfg.WithPaysim {
-		env := []string{"PAYSIM_ADDR=127.0.0.1:0", "PAYSIM_DATA_DIR=" + filepath.Join(cfg.Dir, "paysim-data"),
-			"PAYSIM_TIMEOUT_DELAY=" + cfg.TimeoutDelay.String()}
-		p, err := startProc("paysim", paysimBin, "PAYSIM_ADDR", cfg.Dir, env)
+		p, err := startProc("paysim", paysimBin, "PAYSIM_ADDR", cfg.Dir, paysimEnv(cfg, "127.0.0.1:0", ""))
 		if err != nil {
 			return nil, err
 		}
@@ -104,6 +133,9 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		if payURL != "" {
 			env = append(env, "ORDERD_PAYMENT_URL="+payURL)
 		}
+		if cfg.ProviderWebhooks != nil {
+			env = append(env, "ORDERD_PROVIDER_WEBHOOK_SECRET="+cfg.ProviderWebhooks.Secret)
+		}
 		env = append(env, cfg.OrderdEnv...)
 		p, err := startProc(fmt.Sprintf("orderd-%d", i), orderdBin, "ORDERD_ADDR", cfg.Dir, env)
 		if err != nil {
@@ -111,6 +143,30 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			return nil, err
 		}
 		c.Orderd = append(c.Orderd, p)
+	}
+	if cfg.ProviderWebhooks != nil {
+		// paysim again, on its address and ledger, now that the first
+		// orderd's address is known (as .ci/storm did before -spawn had
+		// provider webhooks); its restarts keep these settings.
+		addr := c.Paysim.Addr()
+		if err := c.Paysim.Stop(stopTimeout); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("stopping paysim to give it its webhook URL: %w", err)
+		}
+		var p *spawn.Process
+		for try := 0; ; try++ { // the port may take a moment to free
+			p, err = startProc("paysim", paysimBin, "PAYSIM_ADDR", cfg.Dir, paysimEnv(cfg, addr, "http://"+c.Orderd[0].Addr()))
+			if err == nil || try == 10 {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err != nil {
+			c.Paysim = nil
+			c.Stop()
+			return nil, err
+		}
+		c.Paysim = p
 	}
 	return c, nil
 }

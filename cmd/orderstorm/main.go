@@ -32,11 +32,19 @@
 // key is completed the outcome is read back over HTTP with the key and
 // must be a replay.
 //
+// With -reads F a fraction F of the successful answers is followed by a GET
+// of the order on another instance, three in four with the answer's
+// Orderly-Consistency-Token: the read must show at least the answer's
+// version (read your writes, through orderd's read replica if it has one).
+//
 // With -paysim it sets paysim's run-level faults (drop, timeout, error,
 // latency) and some pays use its one-shot fault payment methods and SKUs.
 // With -spawn N it builds and starts N orderd (and a paysim) itself, and
 // with -kill-every it SIGKILLs and restarts them — only processes it
-// started.
+// started. With -spawn, -provider-webhooks has the spawned paysim send its
+// signed webhooks to the first orderd (duplicated, dropped, delayed,
+// reordered), and -bus-commands gives the spawned orderd a commands stream,
+// consumer and subject root of the run's own, deleted after it.
 //
 // After the storm every operation left without a definitive answer is sent
 // again with its key, faults off (reconcile), and then the invariants are
@@ -46,8 +54,12 @@
 // attempts and the provider's ledger; with -webhooks, the outbox and the
 // webhooks received; with -bus-commands, every command's effect exactly once
 // (its read-back a replay, one order.payment_failed per declined key, the
-// consumer drained). The run passes iff there are no
-// anomalies; the exit code is 1 otherwise (2 for a harness error).
+// consumer drained). Every check reads each table once, by tenant, and
+// joins in memory (PostgreSQL's statistics are refreshed with ANALYZE
+// first); the checks' time is reported. The summary names each invariant
+// with its counts and status (internal/check.Summarize). The run passes iff
+// there are no anomalies — with -require-all-checks an invariant that did
+// not run is one; the exit code is 1 otherwise (2 for a harness error).
 //
 // # Bench
 //
@@ -140,6 +152,12 @@ type Config struct {
 	Bus             BusConfig     `json:"-"`
 	DeleteBusStream bool          `json:"-"`
 	BusLateAfter    time.Duration `json:"bus_late_after"`
+	// RequireAll makes every invariant that did not run (its entry point
+	// not configured, or its check failed) an anomaly.
+	RequireAll bool `json:"require_all_checks"`
+	// ProviderWebhooks, with -spawn, has paysim send its signed webhooks
+	// to orderd, with faults.
+	ProviderWebhooks *ProviderWebhooks `json:"provider_webhooks,omitempty"`
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -194,6 +212,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.BenchSQL, "bench-sql", "bench", "bench: directory of the pgbench scripts")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
 	fs.Float64Var(&c.Mix.BusCommands, "bus-commands", 0, "fraction of keyed pays, fulfils and cancels sent as JetStream commands (orderd needs -commands-nats-url)")
+	fs.Float64Var(&c.Mix.Reads, "reads", DefaultMix.Reads, "fraction of successful answers followed by a GET of the order on another instance, most with the answer's Orderly-Consistency-Token (read your writes, through a read replica if orderd has one)")
 	fs.Float64Var(&c.Mix.BusTwin, "bus-twin", DefaultMix.BusTwin, "fraction of bus commands raced by an HTTP request with the same key")
 	fs.StringVar(&c.Bus.URL, "nats-url", "nats://127.0.0.1:4222", "with -bus-commands: the JetStream server orderd takes commands from")
 	fs.StringVar(&c.Bus.Root, "bus-subject-root", "orderly", "with -bus-commands: orderd's -commands-subject-root")
@@ -202,6 +221,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.BusLateAfter, "bus-late-after", 3*time.Second, "a late redelivery of a bus command is published this long after its read-back (keep it above orderd's -commands-duplicate-window)")
 	fs.BoolVar(&c.DeleteBusStream, "bus-delete-stream", false, "delete -bus-stream after the run (a stream of the run's own)")
 	fs.BoolVar(&c.Webhooks, "webhooks", false, "receive orderd's webhooks on a loopback endpoint and check them after the storm (orderd needs ORDERD_WEBHOOK_ALLOW_PRIVATE=true; -spawn sets it)")
+	var pw ProviderWebhooks
+	providerWebhooks := fs.Bool("provider-webhooks", false, "with -spawn: the spawned paysim sends signed webhooks to the first orderd (ORDERD_PROVIDER_WEBHOOK_SECRET), with the faults below")
+	fs.Float64Var(&pw.DuplicateRate, "provider-webhook-duplicate-rate", 0.3, "with -provider-webhooks: fraction of provider webhooks delivered twice")
+	fs.Float64Var(&pw.DropRate, "provider-webhook-drop-rate", 0.05, "with -provider-webhooks: fraction never delivered")
+	fs.DurationVar(&pw.Delay, "provider-webhook-delay", 100*time.Millisecond, "with -provider-webhooks: delay before each delivery")
+	fs.DurationVar(&pw.ReorderWindow, "provider-webhook-reorder-window", time.Second, "with -provider-webhooks: random extra delay in [0, window) per delivery, so webhooks overtake each other")
+	fs.BoolVar(&c.RequireAll, "require-all-checks", false, "fail the run if any invariant did not run (the ledger, webhooks, bus commands and provider webhooks must all be in it)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -209,9 +235,12 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c.PaysimFaults = pf
+	if *providerWebhooks {
+		c.ProviderWebhooks = &pw
+	}
 	m := DefaultMix
 	m.DoubleClick, m.Parallel, m.Replay, m.MethodFaults, m.SKUFaults = c.Mix.DoubleClick, c.Mix.Parallel, c.Mix.Replay, c.Mix.MethodFaults, c.Mix.SKUFaults
-	m.BusCommands, m.BusTwin = c.Mix.BusCommands, c.Mix.BusTwin
+	m.BusCommands, m.BusTwin, m.Reads = c.Mix.BusCommands, c.Mix.BusTwin, c.Mix.Reads
 	c.Mix = m
 	for _, t := range strings.Split(targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -248,10 +277,14 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, errors.New("-kill-every and -kill-db-connections-every only hit what orderstorm started: they need -spawn")
 	case c.KillDBEvery > 0 && !strings.HasPrefix(c.DatabaseURL, "postgres"):
 		return c, errors.New("-kill-db-connections-every needs a postgres:// -database-url")
-	case c.Mix.BusCommands < 0 || c.Mix.BusCommands > 1 || c.Mix.BusTwin < 0 || c.Mix.BusTwin > 1:
-		return c, errors.New("-bus-commands and -bus-twin must be in [0, 1]")
-	case c.DeleteBusStream && c.Bus.Stream == "":
+	case c.Mix.BusCommands < 0 || c.Mix.BusCommands > 1 || c.Mix.BusTwin < 0 || c.Mix.BusTwin > 1 || c.Mix.Reads < 0 || c.Mix.Reads > 1:
+		return c, errors.New("-bus-commands, -bus-twin and -reads must be in [0, 1]")
+	case c.DeleteBusStream && c.Bus.Stream == "" && c.Spawn == 0:
 		return c, errors.New("-bus-delete-stream needs -bus-stream")
+	case c.ProviderWebhooks != nil && (c.Spawn == 0 || c.PaysimURL != ""):
+		return c, errors.New("-provider-webhooks configures the paysim orderstorm spawns: it needs -spawn and no -paysim (with -targets, configure paysim's -webhook-url yourself)")
+	case c.ProviderWebhooks != nil && (pw.DuplicateRate < 0 || pw.DuplicateRate > 1 || pw.DropRate < 0 || pw.DropRate > 1 || pw.Delay < 0 || pw.ReorderWindow < 0):
+		return c, errors.New("-provider-webhook-duplicate-rate and -drop-rate must be in [0, 1], -delay and -reorder-window not negative")
 	}
 	if err := c.Fates.Validate(); err != nil {
 		return c, err
@@ -308,8 +341,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The hard bound of the whole run.
-	limit := cfg.Duration + cfg.Settle + 5*time.Minute
+	// The hard bound of the whole run: the storm, then the reconcile, the
+	// bus drain, the wait for open provider attempts and the webhook wait
+	// (each bounded by -settle, at least 30 s), and the checks.
+	limit := cfg.Duration + 4*max(cfg.Settle, 30*time.Second) + 10*time.Minute
 	if cfg.Mode == "bench" {
 		limit = time.Duration(len(cfg.BenchClients))*6*(cfg.BenchDuration+30*time.Second) + 5*time.Minute
 	}
@@ -350,6 +385,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.APIKey = "sk_storm_" + runID + "_key"
 		cfg.Tenant = "storm"
 		logf(progress, "spawning %d orderd in %s", cfg.Spawn, work)
+		if cfg.Mix.BusCommands > 0 {
+			// The spawned orderd take commands from a stream, consumer and
+			// subjects of the run's own (unless given), removed after it;
+			// the duplicate window is short so that -bus-late-after's late
+			// copies reach the ledger's replay, not the stream's dedup.
+			if cfg.Bus.Stream == "" {
+				cfg.Bus.Root, cfg.Bus.Stream, cfg.Bus.Consumer = "storm"+runID, "STORM_COMMANDS_"+runID, "orderd-storm-"+runID
+				cfg.DeleteBusStream = true
+			}
+			cfg.OrderdEnv = append([]string{"ORDERD_COMMANDS_NATS_URL=" + cfg.Bus.URL, "ORDERD_COMMANDS_STREAM=" + cfg.Bus.Stream,
+				"ORDERD_COMMANDS_CONSUMER=" + cfg.Bus.Consumer, "ORDERD_COMMANDS_SUBJECT_ROOT=" + cfg.Bus.Root,
+				"ORDERD_COMMANDS_DUPLICATE_WINDOW=1s"}, cfg.OrderdEnv...)
+		}
+		if cfg.ProviderWebhooks != nil {
+			var sb [16]byte
+			_, _ = crand.Read(sb[:])
+			cfg.ProviderWebhooks.Secret = "whsec_storm_" + hex.EncodeToString(sb[:])
+		}
 		if cfg.Webhooks {
 			// The receiver is on the loopback; quick retries keep the
 			// post-storm wait short.
@@ -358,7 +411,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cluster, err = Spawn(ctx, ClusterConfig{N: cfg.Spawn, DatabaseURL: cfg.DatabaseURL, APIKeys: cfg.Tenant + ":" + cfg.APIKey,
 			WithPaysim: cfg.Mode == "storm" && cfg.PaysimURL == "", PaysimURL: cfg.PaysimURL, BinDir: cfg.BinDir, Dir: work,
-			OrderdEnv: cfg.OrderdEnv, TimeoutDelay: cfg.PaysimFaults.TimeoutDelay})
+			OrderdEnv: cfg.OrderdEnv, TimeoutDelay: cfg.PaysimFaults.TimeoutDelay, ProviderWebhooks: cfg.ProviderWebhooks})
 		if err != nil {
 			fmt.Fprintln(stderr, "orderstorm:", err)
 			return 2

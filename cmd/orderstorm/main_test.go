@@ -41,3 +41,24 @@ func TestBusFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryPointFlags: provider webhooks need the spawned paysim; -reads is
+// a fraction; with -spawn, bus commands need no stream name (the run makes
+// its own).
+func TestEntryPointFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-spawn", "2", "-database-url", "postgres://postgres@127.0.0.1:5432/x", "-provider-webhooks",
+		"-bus-commands", "0.25", "-webhooks", "-require-all-checks"}, io.Discard)
+	if err != nil || c.ProviderWebhooks == nil || c.ProviderWebhooks.DuplicateRate != 0.3 || !c.RequireAll || c.Mix.Reads != DefaultMix.Reads {
+		t.Fatalf("flags = %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{
+		{"-targets", "http://127.0.0.1:1", "-provider-webhooks"},
+		{"-spawn", "1", "-paysim", "http://127.0.0.1:2", "-provider-webhooks"},
+		{"-spawn", "1", "-provider-webhooks", "-provider-webhook-drop-rate", "2"},
+		{"-targets", "http://127.0.0.1:1", "-reads", "1.5"},
+	} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

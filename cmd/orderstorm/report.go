@@ -39,6 +39,7 @@ type Result struct {
 	Check         *check.Report        `json:"check,omitempty"`
 	Webhooks      *check.WebhookReport `json:"webhooks,omitempty"`
 	Bus           *BusResult           `json:"bus,omitempty"`
+	Reads         *check.ReadReport    `json:"reads,omitempty"`
 	// ProviderWebhooks are paysim's webhook counters (since its last
 	// start), when it sends webhooks.
 	ProviderWebhooks *paysim.WebhookStats `json:"provider_webhooks,omitempty"`
@@ -76,6 +77,9 @@ type FaultTotals struct {
 type ReconcileTotals struct {
 	Before int `json:"unresolved_after_storm"`
 	After  int `json:"unresolved_after_reconcile"`
+	// OpenAttempts counts the run's provider attempts still pending or
+	// unknown after the reconcile, before the wait for them to settle.
+	OpenAttempts int `json:"open_attempts_after_reconcile"`
 }
 
 // WriteJSON writes r to path.
@@ -164,6 +168,9 @@ func PrintSummary(w io.Writer, r *Result) {
 		line("orderd's DB connections terminated", f.DBConnsKilled, "(pg_terminate_backend)")
 	}
 	line("unresolved after storm → reconcile", fmt.Sprintf("%d → %d", r.Reconcile.Before, r.Reconcile.After), "(re-sent with the same key, faults off)")
+	if r.Reconcile.OpenAttempts > 0 {
+		line("  provider attempts open then", r.Reconcile.OpenAttempts, "(waited for the completer, retries and provider webhooks to settle them; any still open is an anomaly)")
+	}
 	if c := r.Check; c != nil {
 		ledger := "provider ledger not checked (no -paysim)"
 		if c.LedgerChecked {
@@ -181,6 +188,29 @@ func PrintSummary(w io.Writer, r *Result) {
 		if b := r.Bus; b != nil {
 			line("bus commands", fmt.Sprintf("%d commands", b.Commands), fmt.Sprintf("%d copies (%d taken in by the stream, %d late), %d raced by HTTP; %d read back; %d declined keys, %d payment_failed events",
 				b.Published, b.Accepted, b.Late, b.Twins, b.Check.ReadBack, b.Check.DeclinedKeys, b.Check.DeclineEvents))
+		}
+		if len(c.Invariants) > 0 {
+			fmt.Fprintln(w, "  invariants:")
+			for _, iv := range c.Invariants {
+				kinds := ""
+				if len(iv.Kinds) > 0 {
+					var ks []string
+					for _, k := range sortedKeys(iv.Kinds) {
+						ks = append(ks, fmt.Sprintf("%s %d", k, iv.Kinds[k]))
+					}
+					kinds = " [" + strings.Join(ks, ", ") + "]"
+				}
+				fmt.Fprintf(w, "    %-7s %-37s %s; %d anomalies%s\n", iv.Status, iv.Name, iv.Counts, iv.Anomalies, kinds)
+			}
+		}
+		if len(c.Seconds) > 0 {
+			var ts []string
+			for _, k := range sortedKeys(c.Seconds) {
+				if k != "total" {
+					ts = append(ts, fmt.Sprintf("%s %.1fs", k, c.Seconds[k]))
+				}
+			}
+			line("checks' time", fmt.Sprintf("%.1fs", c.Seconds["total"]), strings.Join(ts, ", "))
 		}
 		line("ANOMALIES", c.Total, "")
 		for _, k := range sortedKeys(c.ByKind) {

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -44,7 +47,48 @@ func (h *httpCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	h.mu.Lock()
 	h.byStatus[resp.StatusCode]++
 	h.mu.Unlock()
+	if slot, ok := r.Context().Value(bodySlotKey{}).(*bodySlot); ok {
+		resp.Body = &hashingBody{ReadCloser: resp.Body, h: sha256.New(), slot: slot}
+	}
 	return resp, nil
+}
+
+// bodySlotKey is the context key of a call's *bodySlot.
+type bodySlotKey struct{}
+
+// bodySlot receives the SHA-256 of the body of the last response a call
+// read to its end (the Go client reads every body whole): the answer's
+// bytes, for the replay byte-for-byte check.
+type bodySlot struct {
+	mu   sync.Mutex
+	hash string
+}
+
+func (s *bodySlot) get() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hash
+}
+
+// hashingBody hashes a response body as it is read and, at its end, puts
+// the digest in its slot.
+type hashingBody struct {
+	io.ReadCloser
+	h    hash.Hash
+	slot *bodySlot
+	done bool
+}
+
+func (b *hashingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.h.Write(p[:n])
+	if errors.Is(err, io.EOF) && !b.done {
+		b.done = true
+		b.slot.mu.Lock()
+		b.slot.hash = hex.EncodeToString(b.h.Sum(nil))
+		b.slot.mu.Unlock()
+	}
+	return n, err
 }
 
 // Statuses returns the count of answers by status code.
@@ -152,6 +196,8 @@ func (s *Sender) Send(ctx context.Context, op *book.Op, inst int, via string) bo
 func (s *Sender) keyed(ctx context.Context, op *book.Op, inst int) book.Obs {
 	c := s.clients[inst]
 	key := client.WithIdempotencyKey(op.Key)
+	slot := &bodySlot{}
+	ctx = context.WithValue(ctx, bodySlotKey{}, slot)
 	var res *client.Response[order.Order]
 	var err error
 	switch op.Kind {
@@ -166,7 +212,11 @@ func (s *Sender) keyed(ctx context.Context, op *book.Op, inst int) book.Obs {
 	default:
 		return book.Obs{Err: "unknown kind " + op.Kind}
 	}
-	return fromClient(res, err)
+	ob := fromClient(res, err)
+	if ob.Definitive {
+		ob.BodyHash = slot.get()
+	}
+	return ob
 }
 
 // fromClient turns a client call's result into an observation.
@@ -176,7 +226,8 @@ func fromClient(res *client.Response[order.Order], err error) book.Obs {
 		ob.Status, ob.Attempts, ob.Replayed = res.StatusCode, res.Attempts, res.Replayed
 	}
 	if err == nil {
-		ob.Definitive, ob.ResourceID, ob.State = true, res.Value.ID, string(res.Value.State)
+		ob.Definitive, ob.ResourceID, ob.State, ob.Version = true, res.Value.ID, string(res.Value.State), res.Value.Version
+		ob.Token = res.Header.Get(consistencyHeader)
 		return ob
 	}
 	ob.Err = shorten(err.Error())
@@ -215,13 +266,19 @@ func (s *Sender) keyless(ctx context.Context, op *book.Op, inst int, body []byte
 		} else {
 			ob.Status, ob.Err, ob.Code = status, "", ""
 			ob.Replayed = header.Get("Idempotency-Replayed") == "true"
+			sum := sha256.Sum256(answer)
+			ob.BodyHash = hex.EncodeToString(sum[:])
 			if status >= 200 && status < 300 {
-				var o struct{ ID, State string }
+				var o struct {
+					ID, State string
+					Version   int64
+				}
 				if jerr := json.Unmarshal(answer, &o); jerr != nil {
 					ob.Err = "decoding: " + jerr.Error()
 					return ob
 				}
-				ob.Definitive, ob.ResourceID, ob.State = true, o.ID, o.State
+				ob.Definitive, ob.ResourceID, ob.State, ob.Version = true, o.ID, o.State, o.Version
+				ob.Token = header.Get(consistencyHeader)
 				return ob
 			}
 			var p struct{ Type string }
@@ -299,6 +356,86 @@ func (s *Sender) rawOnce(ctx context.Context, url string, body []byte) (int, htt
 		return 0, nil, nil, fmt.Errorf("reading the %d response: %w", resp.StatusCode, err)
 	}
 	return resp.StatusCode, resp.Header, b, nil
+}
+
+// consistencyHeader carries orderd's read-your-writes token (README, "Read
+// replicas").
+const consistencyHeader = "Orderly-Consistency-Token"
+
+// Read is one GET /v1/orders/{id} as the harness saw it.
+type Read struct {
+	Status  int // 0: no answer after every attempt
+	Version int64
+	State   string
+}
+
+// Read gets order id from instance inst, with token (if not empty) as
+// Orderly-Consistency-Token, retrying network failures and retryable
+// answers up to the client's attempts.
+func (s *Sender) Read(ctx context.Context, inst int, id, token string) Read {
+	var rd Read
+	for attempt := 1; attempt <= s.attempts; attempt++ {
+		status, body, err := s.getOnce(ctx, s.bases[inst]+"/v1/orders/"+id, token)
+		if err == nil {
+			rd.Status = status
+			if status == http.StatusOK {
+				var o struct {
+					State   string
+					Version int64
+				}
+				if jerr := json.Unmarshal(body, &o); jerr == nil {
+					rd.Version, rd.State = o.Version, o.State
+					return rd
+				}
+				rd.Status = 0 // a torn body: try again
+			} else if !retryableAnswer(status, "") {
+				return rd
+			}
+		} else if ctx.Err() != nil {
+			return Read{}
+		}
+		if attempt == s.attempts {
+			break
+		}
+		t := time.NewTimer(s.jitter(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Read{}
+		case <-t.C:
+		}
+	}
+	if rd.Status == http.StatusOK || retryableAnswer(rd.Status, "") {
+		rd.Status = 0
+	}
+	return rd
+}
+
+func (s *Sender) getOnce(ctx context.Context, url, token string) (int, []byte, error) {
+	if s.attemptTO > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.attemptTO)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	req.Header.Set("User-Agent", "orderstorm/1 (reads)")
+	if token != "" {
+		req.Header.Set(consistencyHeader, token)
+	}
+	resp, err := s.raw.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, b, nil
 }
 
 // CloseIdle closes idle connections.

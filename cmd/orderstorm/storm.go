@@ -35,13 +35,14 @@ type Mix struct {
 	Impatient    float64 // after a pay without an answer, the shopper pays again with a new key
 	BusCommands  float64 // a keyed pay, fulfil or cancel is sent as a JetStream command (needs a Bus)
 	BusTwin      float64 // a bus command is raced by an HTTP twin with the same key
+	Reads        float64 // a successful answer is followed by a GET of the order (reads.go)
 }
 
 // DefaultMix is the default storm traffic.
 var DefaultMix = Mix{
 	DoubleClick: 0.15, Parallel: 0.15, Replay: 0.2, MethodFaults: 0.06, SKUFaults: 0.04, OutOfStock: 0.01,
 	Decline: 0.04, NewKeyRepeat: 0.05, CancelRCVD: 0.08, Abandon: 0.04, RacePayCncl: 0.04, RacePayFul: 0.03,
-	CancelPaid: 0.08, StopPaid: 0.05, RaceFulCncl: 0.04, Impatient: 0.5, BusTwin: 0.3,
+	CancelPaid: 0.08, StopPaid: 0.05, RaceFulCncl: 0.04, Impatient: 0.5, BusTwin: 0.3, Reads: 0.2,
 }
 
 // busWait bounds how long a shopper waits for a bus command's key to be
@@ -63,7 +64,8 @@ type Storm struct {
 	// stream.
 	BusLateAfter time.Duration
 
-	late sync.WaitGroup // late redeliveries still to publish
+	late  sync.WaitGroup // late redeliveries still to publish
+	reads readTally
 
 	logical atomic.Int64 // logical operations started
 	orders  atomic.Int64
@@ -201,7 +203,11 @@ func (s *Storm) perform(ctx context.Context, rng *rand.Rand, op *book.Op, p patt
 	default:
 		s.Send.Send(ctx, op, a, book.ViaPrimary)
 	}
-	return op.Definitive()
+	ob, ok := op.Definitive()
+	if ok && rng.Float64() < s.Mix.Reads {
+		s.readAfter(ctx, rng, op, ob)
+	}
+	return ob, ok
 }
 
 // viaBus sends op as a bus command: one to three copies with its key as

@@ -125,6 +125,15 @@ func TestStormInProcess(t *testing.T) {
 	if rep.DBOrders == 0 || rep.KeysChecked == 0 || rep.LedgerCaptures == 0 {
 		t.Errorf("the checker saw nothing: %+v", rep)
 	}
+	// The reads after acknowledged writes: no replica here, so no token,
+	// and every read finds its order.
+	reads, readAnomalies := s.reads.report()
+	for _, a := range readAnomalies {
+		t.Errorf("read anomaly %s %s: %s", a.Kind, a.Ref, a.Detail)
+	}
+	if reads.WithoutToken == 0 || reads.WithToken != 0 {
+		t.Errorf("reads %+v: want reads, none with a token (no replica)", reads)
+	}
 	dups := snapshot(&s.dups)
 	for _, k := range []string{book.ViaDoubleClick, book.ViaParallel, book.ViaSequenceReplay} {
 		if dups[k] == 0 {

@@ -52,13 +52,21 @@ const (
 // Obs is one call as the harness saw it: the client's whole call, retries
 // included, or one raw send (with its own retries) for keyless requests.
 type Obs struct {
-	Via        string        `json:"via"`
-	Instance   int           `json:"instance"`
-	Status     int           `json:"status"`
-	Code       string        `json:"code,omitempty"`
-	Replayed   bool          `json:"replayed"`
-	ResourceID string        `json:"resource_id,omitempty"`
-	State      string        `json:"state,omitempty"`
+	Via        string `json:"via"`
+	Instance   int    `json:"instance"`
+	Status     int    `json:"status"`
+	Code       string `json:"code,omitempty"`
+	Replayed   bool   `json:"replayed"`
+	ResourceID string `json:"resource_id,omitempty"`
+	State      string `json:"state,omitempty"`
+	Version    int64  `json:"version,omitempty"`
+	// BodyHash is the hex SHA-256 of the answer's body (empty if none was
+	// read to its end): answers for one key that stand for the same
+	// stored outcome and order version must be byte-identical.
+	BodyHash string `json:"body_sha256,omitempty"`
+	// Token is the answer's Orderly-Consistency-Token (set with read
+	// replicas): a GET with it sees at least this answer's write.
+	Token      string        `json:"-"`
 	Definitive bool          `json:"definitive"`
 	Err        string        `json:"err,omitempty"`
 	Attempts   int           `json:"attempts"`

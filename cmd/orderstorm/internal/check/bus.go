@@ -3,6 +3,9 @@ package check
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
+	"time"
 
 	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 )
@@ -24,11 +27,14 @@ const (
 
 // BusReport counts what the bus check looked at.
 type BusReport struct {
-	Commands      int `json:"commands"`
-	ReadBack      int `json:"read_back"`
-	Twinned       int `json:"raced_by_http_twin"`
-	DeclinedKeys  int `json:"declined_pay_keys"`
-	DeclineEvents int `json:"payment_failed_events"`
+	// SweptDeclinedKeys counts declined keyless pays whose derived key was
+	// old enough to be swept and was: their event is counted without it.
+	SweptDeclinedKeys int `json:"swept_declined_keys"`
+	Commands          int `json:"commands"`
+	ReadBack          int `json:"read_back"`
+	Twinned           int `json:"raced_by_http_twin"`
+	DeclinedKeys      int `json:"declined_pay_keys"`
+	DeclineEvents     int `json:"payment_failed_events"`
 }
 
 // CheckBus checks that every bus command took effect exactly once: its
@@ -68,9 +74,14 @@ func (c *Checker) CheckBus(ctx context.Context, b *book.Book, rep *Report) (BusR
 		}
 	}
 
-	like := escapeLike(b.MarkerPrefix()) + "%"
+	// One pass over each table (the tenant's rows), kept for the run's
+	// orders.
+	orders, err := c.runOrders(ctx, b)
+	if err != nil {
+		return br, err
+	}
 	counts := func(query string) (map[string]int, error) {
-		rows, err := c.DB.QueryContext(ctx, c.DB.q(query), b.Tenant, like)
+		rows, err := c.DB.QueryContext(ctx, c.DB.q(query), b.Tenant)
 		if err != nil {
 			return nil, err
 		}
@@ -82,33 +93,74 @@ func (c *Checker) CheckBus(ctx context.Context, b *book.Book, rep *Report) (BusR
 			if err := rows.Scan(&id, &n); err != nil {
 				return nil, err
 			}
-			out[id] = n
+			if _, ours := orders[id]; ours {
+				out[id] = n
+			}
 		}
 		return out, rows.Err()
 	}
-	events, err := counts(`SELECT e.order_id, count(*) FROM order_events e JOIN orders o ON o.id = e.order_id
-		WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\' AND e.type = 'order.payment_failed'
-		GROUP BY e.order_id`)
+	events, err := counts(`SELECT order_id, count(*) FROM order_events
+		WHERE tenant_id = $1 AND type = 'order.payment_failed' GROUP BY order_id`)
 	if err != nil {
 		return br, fmt.Errorf("reading payment_failed events: %w", err)
 	}
-	keys, err := counts(`SELECT k.resource_id, count(*) FROM idempotency_keys k
-		WHERE k.tenant_id = $1 AND k.error_code = 'payment_declined' AND k.resource_id IN (
-			SELECT o.id FROM orders o WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\')
-		GROUP BY k.resource_id`)
+	// The declined keys, by order; and the declined keyless pays whose
+	// derived key orderd may have swept (ORDERD_IDEMPOTENCY_DERIVED_TTL):
+	// each still had its one event.
+	keys := map[string]int{}
+	declined := map[string]bool{}
+	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT key_hash, resource_id FROM idempotency_keys
+		WHERE tenant_id = $1 AND error_code = 'payment_declined' AND resource_id IS NOT NULL`), b.Tenant)
 	if err != nil {
 		return br, fmt.Errorf("reading declined keys: %w", err)
 	}
+	for rows.Next() {
+		var h, id string
+		if err := rows.Scan(&h, &id); err != nil {
+			rows.Close()
+			return br, err
+		}
+		if _, ours := orders[id]; ours {
+			keys[id]++
+			declined[h] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return br, err
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	swept := map[string]int{}
+	for _, op := range b.AllOps() {
+		first, ok := op.Definitive()
+		if !ok || op.Keyed || op.Kind != book.KindPay || first.Status != http.StatusPaymentRequired ||
+			c.DerivedTTL <= 0 || now().Sub(first.At) <= c.DerivedTTL-time.Minute {
+			continue
+		}
+		if declined[op.KeyHash] || slices.ContainsFunc(op.AltKeyHashes, func(h string) bool { return declined[h] }) {
+			continue
+		}
+		swept[op.Order.ID()]++
+		br.SweptDeclinedKeys++
+	}
 	for id, n := range keys {
 		br.DeclinedKeys += n
-		if events[id] != n {
-			rep.Add(AnomalyDeclineEffects, id, "%d declined pay keys, %d order.payment_failed events", n, events[id])
+		if want := n + swept[id]; events[id] != want {
+			rep.Add(AnomalyDeclineEffects, id, "%d declined pay keys (%d more swept), %d order.payment_failed events", n, swept[id], events[id])
 		}
 	}
 	for id, n := range events {
 		br.DeclineEvents += n
-		if _, ok := keys[id]; !ok {
-			rep.Add(AnomalyDeclineEffects, id, "%d order.payment_failed events, no declined pay key", n)
+		if _, ok := keys[id]; !ok && swept[id] != n {
+			rep.Add(AnomalyDeclineEffects, id, "%d order.payment_failed events, no declined pay key (%d declined keyless pays whose derived key was swept)", n, swept[id])
+		}
+	}
+	for id, n := range swept {
+		if _, ok := keys[id]; !ok && events[id] == 0 {
+			rep.Add(AnomalyDeclineEffects, id, "%d declined keyless pays, no order.payment_failed event", n)
 		}
 	}
 	return br, nil

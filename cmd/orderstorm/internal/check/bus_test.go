@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderly/orderly/client"
 	"github.com/orderly/orderly/cmd/orderstorm/internal/book"
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/order"
@@ -22,13 +23,17 @@ func TestCheckBus(t *testing.T) {
 		twin         bool // an HTTP twin raced the command
 		declinedKeys int
 		failedEvents int
+		sweptPay     bool   // a keyless pay was declined an hour ago: its derived key may be swept
 		want         string // anomaly kind, "" for none
 	}{
-		{"applied once", true, false, 1, 1, ""},
-		{"raced by an HTTP twin", false, true, 0, 0, ""},
-		{"not applied before the read-back", false, false, 0, 0, AnomalyBusNotApplied},
-		{"a decline applied twice", true, false, 1, 2, AnomalyDeclineEffects},
-		{"a decline without its key", true, false, 0, 1, AnomalyDeclineEffects},
+		{"applied once", true, false, 1, 1, false, ""},
+		{"raced by an HTTP twin", false, true, 0, 0, false, ""},
+		{"not applied before the read-back", false, false, 0, 0, false, AnomalyBusNotApplied},
+		{"a decline applied twice", true, false, 1, 2, false, AnomalyDeclineEffects},
+		{"a decline without its key", true, false, 0, 1, false, AnomalyDeclineEffects},
+		{"a decline whose derived key was swept", true, false, 0, 1, true, ""},
+		{"a swept decline without its event", true, false, 0, 0, true, AnomalyDeclineEffects},
+		{"a swept decline applied twice", true, false, 0, 2, true, AnomalyDeclineEffects},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -46,6 +51,16 @@ func TestCheckBus(t *testing.T) {
 				obs = append([]book.Obs{twin}, obs...)
 			}
 			r.op(o, book.KindPay, obs...).Bus = true
+			if c.sweptPay {
+				op, err := r.book.NewOp(o, book.OpSpec{Kind: book.KindPay, Keyed: false, Allowed: []int{http.StatusOK, http.StatusPaymentRequired},
+					Pay: &client.PayInput{Amount: o.Amount, Currency: "USD", PaymentMethod: "pm_card_declined"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				declined := book.Obs{Via: book.ViaPrimary, Status: http.StatusPaymentRequired, Code: "payment_declined", Definitive: true,
+					Attempts: 1, At: time.Now().Add(-time.Hour)}
+				op.Record(declined)
+			}
 			now := time.Now().UTC().UnixMicro()
 			for i := range c.declinedKeys {
 				f.exec(`INSERT INTO idempotency_keys (tenant_id, key_hash, fingerprint, derived, state, operation, error_code, resource_id, created_at, expires_at)
@@ -58,7 +73,7 @@ func TestCheckBus(t *testing.T) {
 			}
 			var rep Report
 			rep.ByKind = map[string]int{}
-			br, err := (&Checker{DB: db}).CheckBus(context.Background(), r.book, &rep)
+			br, err := (&Checker{DB: db, DerivedTTL: 10 * time.Minute}).CheckBus(context.Background(), r.book, &rep)
 			if err != nil {
 				t.Fatal(err)
 			}

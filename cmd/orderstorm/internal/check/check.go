@@ -22,27 +22,31 @@ import (
 // Anomaly kinds: each is a broken promise found in the database, the
 // provider ledger, or the answers.
 const (
-	AnomalyDuplicateOrder     = "duplicate_order"         // more than one order for one logical create
-	AnomalyLostOrder          = "lost_order"              // an order answered 201 is not in the database
-	AnomalyWrongOrder         = "wrong_order"             // an order answered 201 belongs to another create
-	AnomalyPhantomOrder       = "phantom_order"           // an order of the run that no logical create made
-	AnomalyUnresolved         = "unresolved_operation"    // no definitive answer, even after reconciling
-	AnomalyReplayMismatch     = "replay_mismatch"         // two answers for one key differ
-	AnomalyReplayNotFlagged   = "replay_not_flagged"      // a replayed sequence answered without Idempotency-Replayed
-	AnomalyDoubleExecution    = "double_execution"        // two original (non-replayed) answers for one key
-	AnomalyUnexpectedStatus   = "unexpected_status"       // a definitive answer that is not legal for the operation
-	AnomalyKeyRecord          = "key_record_mismatch"     // idempotency_keys disagrees with the answer
-	AnomalyAckedStateLost     = "acked_state_lost"        // the order left a state an answer acknowledged, illegally
-	AnomalyPhantomTransition  = "phantom_transition"      // the order reached a state no operation asked for
-	AnomalyAttemptNotSettled  = "attempt_not_settled"     // a provider attempt left pending or unknown
-	AnomalyStateAttempts      = "state_attempt_mismatch"  // the order's state disagrees with its provider attempts
-	AnomalyDoubleCapture      = "double_capture"          // the provider captured an order more than once
-	AnomalyDoubleShipment     = "double_shipment"         // the warehouse shipped an order more than once
-	AnomalyRefundNoCapture    = "refund_without_capture"  // more refunds than captures
-	AnomalyStateLedger        = "state_ledger_mismatch"   // the order's state disagrees with the provider ledger
-	AnomalyAttemptLedger      = "attempt_ledger_mismatch" // recorded successful charges differ from ledger captures
-	AnomalyInternalError      = "internal_error_500"      // the service answered 500
-	AnomalyHarnessUnreachable = "check_incomplete"        // a check could not run
+	AnomalyDuplicateOrder     = "duplicate_order"            // more than one order for one logical create
+	AnomalyLostOrder          = "lost_order"                 // an order answered 201 is not in the database
+	AnomalyWrongOrder         = "wrong_order"                // an order answered 201 belongs to another create
+	AnomalyPhantomOrder       = "phantom_order"              // an order of the run that no logical create made
+	AnomalyUnresolved         = "unresolved_operation"       // no definitive answer, even after reconciling
+	AnomalyReplayMismatch     = "replay_mismatch"            // two answers for one key differ
+	AnomalyReplayNotFlagged   = "replay_not_flagged"         // a replayed sequence answered without Idempotency-Replayed
+	AnomalyReplayBytes        = "replay_not_identical"       // two answers for one stored outcome and order version differ in their bytes
+	AnomalyDoubleExecution    = "double_execution"           // two original (non-replayed) answers for one key
+	AnomalyUnexpectedStatus   = "unexpected_status"          // a definitive answer that is not legal for the operation
+	AnomalyKeyRecord          = "key_record_mismatch"        // idempotency_keys disagrees with the answer
+	AnomalyAckedStateLost     = "acked_state_lost"           // the order left a state an answer acknowledged, illegally
+	AnomalyPhantomTransition  = "phantom_transition"         // the order reached a state no operation asked for
+	AnomalyAttemptNotSettled  = "attempt_not_settled"        // a provider attempt left pending or unknown
+	AnomalyStateAttempts      = "state_attempt_mismatch"     // the order's state disagrees with its provider attempts
+	AnomalyDoubleCapture      = "double_capture"             // the provider captured an order more than once
+	AnomalyDoubleShipment     = "double_shipment"            // the warehouse shipped an order more than once
+	AnomalyRefundNoCapture    = "refund_without_capture"     // more refunds than captures
+	AnomalyStateLedger        = "state_ledger_mismatch"      // the order's state disagrees with the provider ledger
+	AnomalyAttemptLedger      = "attempt_ledger_mismatch"    // recorded successful charges differ from ledger captures
+	AnomalyPaidNoCapture      = "paid_without_capture"       // the order is PAID or FULFILLED and the provider never captured it
+	AnomalyShipNotFulfilled   = "shipment_without_fulfilled" // the warehouse shipped an order that is not FULFILLED
+	AnomalyMoney              = "money_mismatch"             // the provider's captured minus refunded amount is not what the order's state says
+	AnomalyInternalError      = "internal_error_500"         // the service answered 500
+	AnomalyHarnessUnreachable = "check_incomplete"           // a check could not run
 )
 
 // maxExamples bounds the anomalies listed one by one; all are counted.
@@ -71,6 +75,31 @@ type Report struct {
 	LedgerRefunds   int            `json:"ledger_refunds"`
 	LedgerShipments int            `json:"ledger_shipments"`
 	MaxCaptures     int            `json:"max_captures_per_order"`
+	// LedgerCaptured and LedgerRefunded are the provider's amounts, minor
+	// units (every currency summed: a storm pays in one); PaidAmount is the
+	// sum of the amounts of the run's PAID and FULFILLED orders.
+	LedgerCaptured int64 `json:"ledger_captured_minor"`
+	LedgerRefunded int64 `json:"ledger_refunded_minor"`
+	PaidAmount     int64 `json:"paid_orders_amount_minor"`
+	// RunCaptures, RunRefunds and RunShipments are the provider's, for the
+	// run's orders only; RunCaptured and RunRefunded their amounts (minor
+	// units).
+	RunCaptures  int   `json:"run_captures"`
+	RunRefunds   int   `json:"run_refunds"`
+	RunShipments int   `json:"run_shipments"`
+	RunCaptured  int64 `json:"run_captured_minor"`
+	RunRefunded  int64 `json:"run_refunded_minor"`
+	// CancelledPaid counts CANCELLED orders the provider had captured.
+	CancelledPaid int `json:"cancelled_paid_orders"`
+	// Replays counts the stored answers that were replays; ReplaysCompared
+	// those whose body could be compared byte for byte with the original's.
+	Replays         int `json:"replays"`
+	ReplaysCompared int `json:"replays_compared_bytes"`
+	// Invariants is the verdict per promise, with its counts (Summarize).
+	Invariants []Invariant `json:"invariants,omitempty"`
+	// Seconds is how long each check took (analyze, database, webhooks,
+	// bus), wall clock.
+	Seconds map[string]float64 `json:"check_seconds,omitempty"`
 }
 
 // Add records an anomaly of kind about ref; only the first maxExamples are
@@ -108,6 +137,19 @@ func OpenDB(url string) (*DB, error) {
 	return &DB{DB: stdlib.OpenDB(*cfg)}, nil
 }
 
+// Analyze refreshes the planner's statistics of the tables the checks read
+// (PostgreSQL's ANALYZE, allowed in a read-only session): a storm's tables
+// are fresh, and their statistics would still say they are empty. The
+// embedded store's file is opened read-only, and its queries here are
+// single-table scans whatever the statistics: nothing to do.
+func (d *DB) Analyze(ctx context.Context) error {
+	if d.sqlite {
+		return nil
+	}
+	_, err := d.ExecContext(ctx, `ANALYZE orders, idempotency_keys, provider_attempts, order_events, webhook_deliveries`)
+	return err
+}
+
 var dollarParam = regexp.MustCompile(`\$(\d+)`)
 
 // q adapts a query written with $N parameters to the dialect.
@@ -134,6 +176,7 @@ type Checker struct {
 
 type dbOrder struct {
 	id, marker, state string
+	amount            int64 // minor units
 }
 
 type dbKey struct {
@@ -164,6 +207,7 @@ func (k dbKey) outcome() string {
 // orderLedger is what the provider did for one order.
 type orderLedger struct {
 	captures, refunds, shipments int
+	captured, refunded           int64 // minor units
 }
 
 func escapeLike(s string) string {
@@ -179,17 +223,23 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 	}
 	like := escapeLike(b.MarkerPrefix()) + "%"
 
+	// Every query below reads one table in one pass, filtered by the tenant
+	// (and, for orders, the run's marker), and the joins are made here, on
+	// maps: no plan the statistics of fresh tables could choose is a nested
+	// loop over orders × keys (issue 20: that plan took over 11 minutes
+	// after a 100 000-operation storm).
+
 	// The run's orders, found by their customer_id marker.
 	byMarker := map[string][]dbOrder{}
 	byID := map[string]dbOrder{}
-	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT id, customer_id, state FROM orders
+	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT id, customer_id, state, amount FROM orders
 		WHERE tenant_id = $1 AND customer_id LIKE $2 ESCAPE '\'`), b.Tenant, like)
 	if err != nil {
 		return rep, fmt.Errorf("reading orders: %w", err)
 	}
 	for rows.Next() {
 		var o dbOrder
-		if err := rows.Scan(&o.id, &o.marker, &o.state); err != nil {
+		if err := rows.Scan(&o.id, &o.marker, &o.state, &o.amount); err != nil {
 			rows.Close()
 			return rep, err
 		}
@@ -197,17 +247,19 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 		byID[o.id] = o
 		rep.DBOrders++
 		rep.DBStates[o.state]++
+		if o.state == "PAID" || o.state == "FULFILLED" {
+			rep.PaidAmount += o.amount
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return rep, err
 	}
 
-	// Their provider attempts, counted by kind/status.
+	// Their provider attempts, counted by kind/status: the tenant's
+	// attempts, kept for the run's orders.
 	attempts := map[string]map[string]int{}
-	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT a.order_id, a.kind, a.status FROM provider_attempts a
-		JOIN orders o ON o.id = a.order_id
-		WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\'`), b.Tenant, like)
+	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT order_id, kind, status FROM provider_attempts WHERE tenant_id = $1`), b.Tenant)
 	if err != nil {
 		return rep, fmt.Errorf("reading provider attempts: %w", err)
 	}
@@ -216,6 +268,9 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 		if err := rows.Scan(&id, &kind, &status); err != nil {
 			rows.Close()
 			return rep, err
+		}
+		if _, ours := byID[id]; !ours {
+			continue
 		}
 		if attempts[id] == nil {
 			attempts[id] = map[string]int{}
@@ -228,26 +283,10 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 		return rep, err
 	}
 
-	// Their idempotency keys.
-	keys := map[string]dbKey{}
-	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT k.key_hash, k.state, k.operation, k.error_code, k.resource_id
-		FROM idempotency_keys k
-		WHERE k.tenant_id = $1 AND k.resource_id IN (
-			SELECT o.id FROM orders o WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\')`), b.Tenant, like)
+	// Their idempotency keys: the tenant's keys that name a resource, kept
+	// for the run's orders.
+	keys, err := c.runKeys(ctx, b.Tenant, byID)
 	if err != nil {
-		return rep, fmt.Errorf("reading idempotency keys: %w", err)
-	}
-	for rows.Next() {
-		var h string
-		var k dbKey
-		if err := rows.Scan(&h, &k.state, &k.operation, &k.errorCode, &k.resource); err != nil {
-			rows.Close()
-			return rep, err
-		}
-		keys[h] = k
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return rep, err
 	}
 
@@ -307,6 +346,64 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 	return rep, nil
 }
 
+// OpenAttempts counts the provider attempts of the run's orders that are
+// pending or unknown: one pass over the tenant's attempts and one over the
+// run's orders.
+func (c *Checker) OpenAttempts(ctx context.Context, b *book.Book) (int, error) {
+	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT order_id FROM provider_attempts
+		WHERE tenant_id = $1 AND status IN ('pending', 'unknown')`), b.Tenant)
+	if err != nil {
+		return 0, fmt.Errorf("reading open provider attempts: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	orders, err := c.runOrders(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		if _, ours := orders[id]; ours {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// runKeys reads the tenant's idempotency keys that name a resource, in one
+// pass, and keeps those of orders in byID (key hash → record).
+func (c *Checker) runKeys(ctx context.Context, tenant string, byID map[string]dbOrder) (map[string]dbKey, error) {
+	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT key_hash, state, operation, error_code, resource_id
+		FROM idempotency_keys WHERE tenant_id = $1 AND resource_id IS NOT NULL`), tenant)
+	if err != nil {
+		return nil, fmt.Errorf("reading idempotency keys: %w", err)
+	}
+	defer rows.Close()
+	keys := map[string]dbKey{}
+	for rows.Next() {
+		var h string
+		var k dbKey
+		if err := rows.Scan(&h, &k.state, &k.operation, &k.errorCode, &k.resource); err != nil {
+			return nil, err
+		}
+		if _, ours := byID[k.resource.String]; ours {
+			keys[h] = k
+		}
+	}
+	return keys, rows.Err()
+}
+
 // ledgerByOrder indexes the provider ledger by order id.
 func (c *Checker) ledgerByOrder(rep *Report) map[string]*orderLedger {
 	if c.Ledger == nil {
@@ -326,7 +423,9 @@ func (c *Checker) ledgerByOrder(rep *Report) map[string]*orderLedger {
 		if ch.Status != paysim.ChargeFailed {
 			l := get(ch.OrderID)
 			l.captures++
+			l.captured += ch.Amount
 			rep.LedgerCaptures++
+			rep.LedgerCaptured += ch.Amount
 			rep.MaxCaptures = max(rep.MaxCaptures, l.captures)
 		}
 	}
@@ -335,8 +434,11 @@ func (c *Checker) ledgerByOrder(rep *Report) map[string]*orderLedger {
 		if !ok {
 			id = "?" + rf.ChargeKey
 		}
-		get(id).refunds++
+		l := get(id)
+		l.refunds++
+		l.refunded += rf.Amount
 		rep.LedgerRefunds++
+		rep.LedgerRefunded += rf.Amount
 	}
 	for _, sh := range c.Ledger.Shipments {
 		if sh.Status == paysim.ShipmentShipped {
@@ -388,6 +490,7 @@ func (c *Checker) checkOp(rep *Report, op *book.Op, keys map[string]dbKey, byID 
 		sort.Strings(parts)
 		rep.Add(AnomalyReplayMismatch, ref, "answers for one key differ: %s (%s)", strings.Join(parts, ", "), describeObs(obs))
 	}
+	c.checkBytes(rep, ref, obs)
 	if originals > 1 {
 		rep.Add(AnomalyDoubleExecution, ref, "%d answers were originals (not replays) for one key (%s)", originals, describeObs(obs))
 	}
@@ -420,6 +523,41 @@ func (c *Checker) checkOp(rep *Report, op *book.Op, keys map[string]dbKey, byID 
 		rep.Add(AnomalyKeyRecord, ref, "answered %s but the key records %s (%s)", first.Outcome(), k.outcome(), describeObs(obs))
 	case k.resource.String != orderID:
 		rep.Add(AnomalyKeyRecord, ref, "the key records resource %s, not order %s", k.resource.String, orderID)
+	}
+}
+
+// checkBytes checks that the answers for one key that stand for one stored
+// outcome — the same error, or the same success at the same order version
+// (a replay shows the order's current state, so a later version differs
+// legitimately) — are byte-identical, and counts the replays.
+func (c *Checker) checkBytes(rep *Report, ref string, obs []book.Obs) {
+	first := map[string]book.Obs{}
+	for _, ob := range obs {
+		if !ob.Definitive || !ob.Stored() {
+			continue
+		}
+		if ob.Replayed {
+			rep.Replays++
+		}
+		if ob.BodyHash == "" {
+			continue
+		}
+		group := ob.Outcome()
+		if ob.Status >= 200 && ob.Status < 300 {
+			group += fmt.Sprintf(" v%d", ob.Version)
+		}
+		f, seen := first[group]
+		if !seen {
+			first[group] = ob
+			continue
+		}
+		if ob.Replayed || f.Replayed {
+			rep.ReplaysCompared++
+		}
+		if f.BodyHash != ob.BodyHash {
+			rep.Add(AnomalyReplayBytes, ref, "two answers %s differ in their bytes: %s@%d (sha256 %.12s) and %s@%d (sha256 %.12s)",
+				group, f.Via, f.Instance, f.BodyHash, ob.Via, ob.Instance, ob.BodyHash)
+		}
 	}
 }
 
@@ -517,6 +655,11 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 	if l == nil {
 		l = &orderLedger{}
 	}
+	rep.RunCaptures += l.captures
+	rep.RunRefunds += l.refunds
+	rep.RunShipments += l.shipments
+	rep.RunCaptured += l.captured
+	rep.RunRefunded += l.refunded
 	if l.captures > 1 {
 		rep.Add(AnomalyDoubleCapture, ref, "the provider captured the order %d times", l.captures)
 	}
@@ -537,7 +680,28 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 	case "CANCELLED":
 		ok = l.captures == l.refunds && l.shipments == 0
 	}
-	if !ok {
+	// The money: what the provider holds for the order, net of refunds, is
+	// the order's amount exactly when the order is PAID or FULFILLED, and
+	// nothing otherwise; every capture is of the order's amount.
+	want := int64(0)
+	if row.state == "PAID" || row.state == "FULFILLED" {
+		want = row.amount
+	}
+	if net := l.captured - l.refunded; net != want || l.captured != int64(l.captures)*row.amount {
+		rep.Add(AnomalyMoney, ref, "state %s, amount %d: the provider captured %d in %d captures and refunded %d (net %d, want %d)",
+			row.state, row.amount, l.captured, l.captures, l.refunded, net, want)
+	}
+	if row.state == "CANCELLED" && l.captures > 0 {
+		rep.CancelledPaid++
+	}
+	switch {
+	case (row.state == "PAID" || row.state == "FULFILLED") && l.captures == 0:
+		rep.Add(AnomalyPaidNoCapture, ref, "state %s but the provider has no capture (%d refunds, %d shipments)",
+			row.state, l.refunds, l.shipments)
+	case row.state != "FULFILLED" && l.shipments > 0:
+		rep.Add(AnomalyShipNotFulfilled, ref, "state %s but the warehouse shipped the order %d times (%d captures, %d refunds)",
+			row.state, l.shipments, l.captures, l.refunds)
+	case !ok:
 		rep.Add(AnomalyStateLedger, ref, "state %s but the provider has %d captures, %d refunds, %d shipments",
 			row.state, l.captures, l.refunds, l.shipments)
 	}

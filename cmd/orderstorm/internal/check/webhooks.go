@@ -21,7 +21,11 @@ const (
 
 // WebhookReport counts what the webhook check looked at.
 type WebhookReport struct {
-	Events     int `json:"events"`
+	// Changes is the sum of the run's orders' versions: one event each.
+	Changes int64 `json:"changes"`
+	Events  int   `json:"events"`
+	// Delivered counts the outbox events received at least once.
+	Delivered  int `json:"events_delivered"`
 	Deliveries int `json:"deliveries"`
 	Redelivery int `json:"redeliveries"`
 }
@@ -69,9 +73,8 @@ func (c *Checker) CheckWebhooks(ctx context.Context, b *book.Book, got []hooks.D
 	if err != nil {
 		return wr, err
 	}
-	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT e.id, e.order_id, e.sequence FROM order_events e
-		JOIN orders o ON o.id = e.order_id
-		WHERE o.tenant_id = $1 AND o.customer_id LIKE $2 ESCAPE '\'`), b.Tenant, escapeLike(b.MarkerPrefix())+"%")
+	// The tenant's outbox in one pass, kept for the run's orders.
+	rows, err := c.DB.QueryContext(ctx, c.DB.q(`SELECT id, order_id, sequence FROM order_events WHERE tenant_id = $1`), b.Tenant)
 	if err != nil {
 		return wr, fmt.Errorf("reading the outbox: %w", err)
 	}
@@ -82,6 +85,9 @@ func (c *Checker) CheckWebhooks(ctx context.Context, b *book.Book, got []hooks.D
 		if err := rows.Scan(&id, &orderID, &seq); err != nil {
 			rows.Close()
 			return wr, err
+		}
+		if _, ours := orders[orderID]; !ours {
+			continue
 		}
 		wr.Events++
 		if outbox[orderID] == nil {
@@ -97,6 +103,7 @@ func (c *Checker) CheckWebhooks(ctx context.Context, b *book.Book, got []hooks.D
 		return wr, err
 	}
 	for id, o := range orders {
+		wr.Changes += o.version
 		for s := int64(1); s <= o.version; s++ {
 			if outbox[id][s] == nil {
 				rep.Add(AnomalyEventMissing, id, "version %d (of %d) has no event", s, o.version)
@@ -140,6 +147,8 @@ func (c *Checker) CheckWebhooks(ctx context.Context, b *book.Book, got []hooks.D
 		for s := int64(1); s <= o.version; s++ {
 			if ob := outbox[id][s]; ob != nil && ob.seen == 0 {
 				rep.Add(AnomalyWebhookMissing, id, "event %d (%s) never delivered", s, ob.id)
+			} else if ob != nil {
+				wr.Delivered++
 			}
 		}
 		if last[id] == o.version && lastState[id] != o.state {
