@@ -159,12 +159,16 @@ func (a *orderdAPI) pay(ctx context.Context, id, key, method string) reply {
 }
 
 // retryable reports whether a client should retry r with the same key: no
-// answer, a 5xx, or a 409 for a key or order still in progress.
+// answer, a 5xx, a 429, or a 409 for a key or order still in progress.
 func retryable(r reply) bool {
 	switch {
 	case r.err != nil:
 		return true
 	case r.status >= 500:
+		return true
+	case r.status == http.StatusTooManyRequests:
+		// The tenant's in-flight bound (ORDERD_TENANT_MAX_IN_FLIGHT), which
+		// bus commands share with HTTP: nothing was done, retry the same key.
 		return true
 	case r.status == http.StatusConflict:
 		return r.problem == "idempotency_key_in_progress" || r.problem == "order_busy"
