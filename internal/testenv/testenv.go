@@ -87,6 +87,9 @@ type Options struct {
 	// Observer, if set, is the service's (service.Config.Observer), so a
 	// test can wait on an idempotency event instead of a sleep.
 	Observer service.Observer
+	// UnresolvedAfter is the service's (service.Config.UnresolvedAfter);
+	// zero takes its default.
+	UnresolvedAfter time.Duration
 	// EndpointsPerTenant caps each tenant's webhook endpoints
 	// (webhook.Endpoints.MaxPerTenant); zero means none.
 	EndpointsPerTenant int
@@ -128,7 +131,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 	}
 	e.Service = service.New(e.Store, gw, e.Warehouse, service.Config{
 		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, GroupCommit: !opt.NoGroupCommit,
-		Observer: opt.Observer,
+		Observer: opt.Observer, UnresolvedAfter: opt.UnresolvedAfter,
 	})
 	e.Server = httptest.NewServer(api.New(e.Service, api.Config{
 		APIKeys:           map[string]string{KeyA: TenantA, KeyB: TenantB},
