@@ -216,13 +216,24 @@ type actionReply struct {
 	KeysResolved int                  `json:"keys_resolved"`
 }
 
-// auditEvents returns tenant A's operator.action events.
-func (f *fixture) auditEvents() []event.Event {
+// auditEvents returns tenant A's operator.action events in the feed, once
+// at least want are there (the feed shows an event once every older
+// transaction has ended: on PostgreSQL, cluster-wide), waiting up to two
+// minutes.
+func (f *fixture) auditEvents(want int) []event.Event {
 	f.t.Helper()
-	evs, err := f.env.Store.(store.EventStore).ListEvents(context.Background(), testenv.TenantA,
-		event.Filter{Type: event.OperatorAction, Limit: 100})
-	if err != nil {
-		f.t.Fatal(err)
+	var evs []event.Stored
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		var err error
+		evs, err = f.env.Store.(store.EventStore).ListEvents(context.Background(), testenv.TenantA,
+			event.Filter{Type: event.OperatorAction, Limit: 100})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(evs) >= want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	var out []event.Event
 	for _, s := range evs {
@@ -276,7 +287,7 @@ func TestRoles(t *testing.T) {
 			if got := f.attempt(a.ProviderKey); got.Status != store.AttemptNeedsAttention {
 				t.Fatalf("a reader's refused action changed the attempt to %s", got.Status)
 			}
-			if n := len(f.auditEvents()); n != 0 {
+			if n := len(f.auditEvents(0)); n != 0 {
 				t.Fatalf("a refused action wrote %d audit events", n)
 			}
 			// The tenant API key cannot reach the operator API's writes either.
@@ -368,7 +379,7 @@ func TestParkedOrderSaysSo(t *testing.T) {
 				t.Fatalf("same key, other body: %d %s, want 422", r.status, r.body)
 			}
 			// The audit event, in the outbox: who, what, why, when, target.
-			audit := f.auditEvents()
+			audit := f.auditEvents(1)
 			if len(audit) != 1 {
 				t.Fatalf("%d audit events, want 1", len(audit))
 			}
@@ -418,7 +429,7 @@ func TestFindingContradictingProviderRefused(t *testing.T) {
 			if now := f.order(o.ID); now.Version != o.Version || now.State != order.Received {
 				t.Fatalf("a refused finding moved the order to %s v%d", now.State, now.Version)
 			}
-			if n := len(f.auditEvents()); n != 0 {
+			if n := len(f.auditEvents(0)); n != 0 {
 				t.Fatalf("a refused finding wrote %d audit events", n)
 			}
 			r = f.op(operatorToken, "POST", "/operator/v1/attempts/resolve", "res-2",
@@ -468,7 +479,7 @@ func TestRecheck(t *testing.T) {
 			if got := decode[actionReply](t, r); r.status != http.StatusOK || got.Provider != "succeeded" || got.Order.State != order.Paid {
 				t.Fatalf("recheck after capture: %d %s", r.status, r.body)
 			}
-			if n := len(f.auditEvents()); n != 2 {
+			if n := len(f.auditEvents(2)); n != 2 {
 				t.Fatalf("%d audit events, want 2 (both rechecks)", n)
 			}
 		})
@@ -538,7 +549,7 @@ func TestResolutionRacesWebhookAndCompleter(t *testing.T) {
 			if hist.Order.State != order.Paid || hist.Order.Version != o.Version+1 || paid != 1 {
 				t.Fatalf("order %s v%d with %d order.paid events; want PAID v%d with 1", hist.Order.State, hist.Order.Version, paid, o.Version+1)
 			}
-			if n := len(f.auditEvents()); n != 1 {
+			if n := len(f.auditEvents(1)); n != 1 {
 				t.Fatalf("%d audit events, want 1 (the winner's)", n)
 			}
 		})
@@ -623,7 +634,7 @@ func TestResendAndEnable(t *testing.T) {
 			if r := f.op(operatorToken, "POST", "/operator/v1/webhook-deliveries/resend", "rs-3", missing); r.status != http.StatusNotFound {
 				t.Fatalf("resend a missing delivery: %d %s", r.status, r.body)
 			}
-			audit := f.auditEvents()
+			audit := f.auditEvents(2)
 			if len(audit) != 2 || audit[0].Action.Name != service.ActionEnableEndpoint || audit[1].Action.Name != service.ActionResendDelivery ||
 				audit[1].Action.Target != epID+"/"+evID {
 				t.Fatalf("audit events = %+v", audit)
