@@ -87,12 +87,10 @@ func main() {
 type Config struct {
 	Addr              string
 	AdminAddr         string // admin listener (/metrics, /debug/pprof/, probes); empty (the default) disables it
-	// OperatorKeys are the operator API's credentials (-operator-keys);
-	// the API is served on the admin listener under operator.Prefix.
-	OperatorKeys []operator.Credential
 	DatabaseURL       string
 	DataDir           string
-	APIKeys           map[string]string // API key → tenant
+	APIKeys           map[string]string     // API key → tenant
+	OperatorKeys      []operator.Credential // operator API credentials (-operator-keys), served on the admin listener under operator.Prefix
 	Policy            idempotency.Policy
 	KeyTTL            time.Duration
 	DerivedKeyTTL     time.Duration
