@@ -512,8 +512,10 @@ func TestResolutionRacesWebhookAndCompleter(t *testing.T) {
 			} {
 				wg.Go(func() { replies[i] = f.op(c.token, "POST", c.path, c.key, c.body) })
 			}
+			var hook service.InboxOutcome
 			wg.Go(func() {
-				if _, err := f.env.Service.TakeProviderEvent(ctx, store.InboxEvent{Source: "paysim", EventID: "evt_late",
+				var err error
+				if hook, err = f.env.Service.TakeProviderEvent(ctx, store.InboxEvent{Source: "paysim", EventID: "evt_late",
 					Type: store.ChargeSucceeded, ProviderKey: a.ProviderKey}); err != nil {
 					t.Errorf("late webhook: %v", err)
 				}
@@ -533,8 +535,15 @@ func TestResolutionRacesWebhookAndCompleter(t *testing.T) {
 					t.Errorf("racing action: %d %s", r.status, r.body)
 				}
 			}
+			switch hook {
+			case service.InboxApplied:
+				won++ // the provider's webhook settled it first
+			case service.InboxAlreadySettled:
+			default:
+				t.Errorf("late webhook outcome %q", hook)
+			}
 			if won != 1 {
-				t.Fatalf("%d actions resolved the attempt, want exactly 1", won)
+				t.Fatalf("%d of the operators' actions and the webhook resolved the attempt, want exactly 1 (webhook: %s)", won, hook)
 			}
 			hist, err := f.ops.Store().History(ctx, store.AnyTenant, o.ID)
 			if err != nil {
@@ -549,8 +558,47 @@ func TestResolutionRacesWebhookAndCompleter(t *testing.T) {
 			if hist.Order.State != order.Paid || hist.Order.Version != o.Version+1 || paid != 1 {
 				t.Fatalf("order %s v%d with %d order.paid events; want PAID v%d with 1", hist.Order.State, hist.Order.Version, paid, o.Version+1)
 			}
-			if n := len(f.auditEvents(1)); n != 1 {
-				t.Fatalf("%d audit events, want 1 (the winner's)", n)
+			actions := 1
+			if hook == service.InboxApplied {
+				actions = 0
+			}
+			if n := len(f.auditEvents(actions)); n != actions {
+				t.Fatalf("%d audit events, want %d (the winning action's)", n, actions)
+			}
+			if k, err := f.env.Store.LookupKey(ctx, testenv.TenantA, idempotency.HashKey("pay-1")); err != nil ||
+				k.State != idempotency.StateCompleted || k.ErrorCode != "" {
+				t.Fatalf("the parked key after the race = %+v, %v; want completed with success", k, err)
+			}
+		})
+	}
+}
+
+// TestLateWebhookSettlesParkedAttempt: the provider's signed webhook for a
+// parked charge (it captured after all) settles it as a resolution would:
+// the order is paid, the parked key replays the success, and the order
+// accepts requests again.
+func TestLateWebhookSettlesParkedAttempt(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, kind)
+			o, a := f.park()
+			f.capture(o, a)
+			out, err := f.env.Service.TakeProviderEvent(context.Background(), store.InboxEvent{Source: "paysim",
+				EventID: "evt_late", Type: store.ChargeSucceeded, ProviderKey: a.ProviderKey})
+			if err != nil || out != service.InboxApplied {
+				t.Fatalf("late webhook = %q, %v; want applied", out, err)
+			}
+			if now := f.order(o.ID); now.State != order.Paid || now.Version != o.Version+1 {
+				t.Fatalf("order %s v%d, want PAID v%d", now.State, now.Version, o.Version+1)
+			}
+			r := f.tenant("POST", "/v1/orders/"+o.ID+"/pay", "pay-1",
+				map[string]any{"amount": o.Amount, "currency": o.Currency, "payment_method": paysim.MethodFaultTimeout})
+			if r.status != http.StatusOK || r.header.Get("Idempotency-Replayed") != "true" {
+				t.Fatalf("the parked key after the webhook: %d %s, want its 200 replayed", r.status, r.body)
+			}
+			if r := f.tenant("POST", "/v1/orders/"+o.ID+"/fulfill", "ship-1", nil); r.status != http.StatusOK {
+				t.Fatalf("fulfil after the webhook: %d %s", r.status, r.body)
 			}
 		})
 	}
