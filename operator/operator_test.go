@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/internal/testenv"
@@ -42,6 +43,16 @@ type splitGateway struct {
 
 func (g splitGateway) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
 	return g.short.Charge(ctx, req)
+}
+
+// splitWarehouse is splitGateway for shipments (sku_fault_timeout).
+type splitWarehouse struct {
+	*paysimclient.Warehouse
+	short *paysimclient.Warehouse
+}
+
+func (w splitWarehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (fulfillment.Shipment, error) {
+	return w.short.Ship(ctx, req)
 }
 
 type fixture struct {
@@ -78,9 +89,20 @@ func newFixtureFailures(t *testing.T, kind string, failures int) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	shortWH, err := paysimclient.NewWarehouse(ts.URL, paysimclient.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	longWH, err := paysimclient.NewWarehouse(ts.URL, paysimclient.WithTimeout(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
 	clk := testclock.New(testclock.Start)
 	env := testenv.New(t, kind, testenv.Options{Clock: clk, UnresolvedAfter: time.Hour,
-		WrapGateway: func(payment.Gateway) payment.Gateway { return splitGateway{Gateway: long, short: short} }})
+		WrapGateway: func(payment.Gateway) payment.Gateway { return splitGateway{Gateway: long, short: short} },
+		WrapWarehouse: func(fulfillment.Warehouse) fulfillment.Warehouse {
+			return splitWarehouse{Warehouse: longWH, short: shortWH}
+		}})
 	ops, err := env.Service.Operations()
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +137,36 @@ func (f *fixture) park() (order.Order, store.Attempt) {
 	if r.status != http.StatusServiceUnavailable {
 		f.t.Fatalf("pay with a lost answer: %d %s, want 503", r.status, r.body)
 	}
+	return o, f.waitParked(o)
+}
+
+// parkShipment creates a paid order of tenant A whose item is
+// sku_fault_timeout and fulfils it under shipKey: the shipment's
+// answer is lost and, past UnresolvedAfter, it is parked.
+func (f *fixture) parkShipment(shipKey string) (order.Order, store.Attempt) {
+	f.t.Helper()
+	ctx := context.Background()
+	in := order.NewOrderInput{CustomerID: "cus_2", Currency: "EUR", Items: []order.Item{{SKU: paysim.SKUFaultTimeout, Quantity: 1, UnitPrice: 900}}}
+	res, err := f.env.Service.Create(ctx, testenv.TenantA, idempotency.Key{}, in)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o := res.Order
+	if r := f.tenant("POST", "/v1/orders/"+o.ID+"/pay", "pay-"+shipKey, map[string]any{"amount": o.Amount, "currency": o.Currency,
+		"payment_method": "pm_card_visa"}); r.status != http.StatusOK {
+		f.t.Fatalf("pay: %d %s", r.status, r.body)
+	}
+	if r := f.tenant("POST", "/v1/orders/"+o.ID+"/fulfill", shipKey, nil); r.status != http.StatusServiceUnavailable {
+		f.t.Fatalf("fulfil with a lost answer: %d %s, want 503", r.status, r.body)
+	}
+	return f.order(o.ID), f.waitParked(o)
+}
+
+// waitParked moves the clock past UnresolvedAfter and runs the completer
+// until o's attempt is parked.
+func (f *fixture) waitParked(o order.Order) store.Attempt {
+	f.t.Helper()
+	ctx := context.Background()
 	f.clk.Advance(2 * time.Hour)
 	for range 50 { // each pass asks once; a lookup that failed is asked again after the backoff
 		if _, err := f.env.Service.RecoverAbandoned(ctx, 10); err != nil {
@@ -126,13 +178,13 @@ func (f *fixture) park() (order.Order, store.Attempt) {
 		}
 		for _, a := range as {
 			if a.OrderID == o.ID {
-				return o, a
+				return a
 			}
 		}
 		f.clk.Advance(15 * time.Minute)
 	}
-	f.t.Fatalf("the charge of %s was never parked", o.ID)
-	return o, store.Attempt{}
+	f.t.Fatalf("the attempt of %s was never parked", o.ID)
+	return store.Attempt{}
 }
 
 // capture makes paysim capture the parked charge after all, under its
@@ -599,6 +651,51 @@ func TestLateWebhookSettlesParkedAttempt(t *testing.T) {
 			}
 			if r := f.tenant("POST", "/v1/orders/"+o.ID+"/fulfill", "ship-1", nil); r.status != http.StatusOK {
 				t.Fatalf("fulfil after the webhook: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+// TestParkedShipment: a shipment parked while the warehouse knows nothing
+// blocks a cancel (needs_attention); "not succeeded" rejects it (the order
+// stays PAID, the parked key replays fulfillment_rejected) and a cancel
+// then refunds and cancels; "succeeded" on another order fulfils it.
+func TestParkedShipment(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, kind)
+			o, a := f.parkShipment("ship-1")
+			if a.Kind != store.AttemptShipment {
+				t.Fatalf("parked %s, want the shipment", a.Kind)
+			}
+			if r := f.tenant("POST", "/v1/orders/"+o.ID+"/cancel", "cancel-1", nil); r.status != http.StatusConflict || r.problemType() != "needs_attention" {
+				t.Fatalf("cancel beside a parked shipment: %d %s", r.status, r.body)
+			}
+			r := f.op(operatorToken, "POST", "/operator/v1/attempts/resolve", "res-1",
+				map[string]any{"provider_key": a.ProviderKey, "outcome": "not_succeeded", "reason": "warehouse: nothing left"})
+			if got := decode[actionReply](t, r); r.status != http.StatusOK || got.Order.State != order.Paid ||
+				got.Attempt.Status != string(store.AttemptRejected) {
+				t.Fatalf("resolve not shipped: %d %s", r.status, r.body)
+			}
+			if r := f.tenant("POST", "/v1/orders/"+o.ID+"/fulfill", "ship-1", nil); r.status != http.StatusUnprocessableEntity ||
+				r.problemType() != "fulfillment_rejected" {
+				t.Fatalf("the parked key after resolution: %d %s, want its 422 replayed", r.status, r.body)
+			}
+			if r := f.tenant("POST", "/v1/orders/"+o.ID+"/cancel", "cancel-2", nil); r.status != http.StatusOK {
+				t.Fatalf("cancel after resolution: %d %s", r.status, r.body)
+			}
+			if now := f.order(o.ID); now.State != order.Cancelled {
+				t.Fatalf("order %s after cancel, want CANCELLED", now.State)
+			}
+			o2, a2 := f.parkShipment("ship-2")
+			r = f.op(operatorToken, "POST", "/operator/v1/attempts/resolve", "res-2",
+				map[string]any{"provider_key": a2.ProviderKey, "outcome": "succeeded", "note": "carrier tracking shows it", "reason": "ticket 9"})
+			if got := decode[actionReply](t, r); r.status != http.StatusOK || got.Order.State != order.Fulfilled || got.Provider != "nothing" {
+				t.Fatalf("resolve shipped: %d %s", r.status, r.body)
+			}
+			if now := f.order(o2.ID); now.State != order.Fulfilled {
+				t.Fatalf("order %s, want FULFILLED", now.State)
 			}
 		})
 	}

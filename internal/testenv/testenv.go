@@ -15,6 +15,7 @@ import (
 
 	"github.com/orderly/orderly/admission"
 	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/payment"
@@ -75,6 +76,9 @@ type Options struct {
 	// a test can hold or observe provider calls. Env.Gateway stays the
 	// simulator underneath, for counting captures.
 	WrapGateway func(payment.Gateway) payment.Gateway
+	// WrapWarehouse, if set, wraps Env.Warehouse in what the service
+	// calls, as WrapGateway does the gateway.
+	WrapWarehouse func(fulfillment.Warehouse) fulfillment.Warehouse
 	// ProviderWebhook serves the provider webhook endpoint (api.Config).
 	ProviderWebhook api.ProviderWebhook
 	// TenantRateLimit, TenantBurst and AuthFailuresPerMinute are the API's
@@ -129,7 +133,11 @@ func New(t testing.TB, kind string, opt Options) *Env {
 	if opt.WrapGateway != nil {
 		gw = opt.WrapGateway(gw)
 	}
-	e.Service = service.New(e.Store, gw, e.Warehouse, service.Config{
+	var wh fulfillment.Warehouse = e.Warehouse
+	if opt.WrapWarehouse != nil {
+		wh = opt.WrapWarehouse(wh)
+	}
+	e.Service = service.New(e.Store, gw, wh, service.Config{
 		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, GroupCommit: !opt.NoGroupCommit,
 		Observer: opt.Observer, UnresolvedAfter: opt.UnresolvedAfter,
 	})
