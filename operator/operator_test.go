@@ -701,6 +701,45 @@ func TestParkedShipment(t *testing.T) {
 	}
 }
 
+// TestConcurrentSameKeyActsOnce: the same resolution sent five times at
+// once with one Idempotency-Key takes effect once; every answer is that
+// one (the others replayed).
+func TestConcurrentSameKeyActsOnce(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, kind)
+			o, a := f.park()
+			body := map[string]any{"provider_key": a.ProviderKey, "outcome": "not_succeeded", "reason": "double click"}
+			replies := make([]reply, 5)
+			var wg sync.WaitGroup
+			for i := range replies {
+				wg.Go(func() { replies[i] = f.op(operatorToken, "POST", "/operator/v1/attempts/resolve", "same-key", body) })
+			}
+			wg.Wait()
+			fresh, ids := 0, map[string]bool{}
+			for _, r := range replies {
+				if r.status != http.StatusOK {
+					t.Fatalf("a copy answered %d %s, want 200", r.status, r.body)
+				}
+				if r.header.Get(operator.ReplayedHeader) != "true" {
+					fresh++
+				}
+				ids[decode[actionReply](t, r).Action.ID] = true
+			}
+			if fresh != 1 || len(ids) != 1 {
+				t.Fatalf("%d fresh answers and %d action ids, want 1 and 1", fresh, len(ids))
+			}
+			if now := f.order(o.ID); now.Version != o.Version+1 {
+				t.Fatalf("order at v%d, want v%d (one effect)", now.Version, o.Version+1)
+			}
+			if n := len(f.auditEvents(1)); n != 1 {
+				t.Fatalf("%d audit events, want 1", n)
+			}
+		})
+	}
+}
+
 // failedDelivery creates an endpoint of tenant A, an order whose
 // order.created is fanned out to it, and has a dispatcher's claim end in
 // failure with the endpoint disabled (a 410 Gone).

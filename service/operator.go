@@ -280,6 +280,11 @@ func (p *Operations) resolve(ctx context.Context, c OperatorCall, name, provider
 			return ActionResult{}, err
 		}
 		if a.Status != store.AttemptNeedsAttention {
+			// A concurrent call with the same key may be what settled it:
+			// then its answer is this call's.
+			if res, ok, err := p.prior(ctx, c); ok {
+				return res, err
+			}
 			return ActionResult{}, notParked(a)
 		}
 		o, err := p.s.store.GetOrder(ctx, a.TenantID, a.OrderID)
