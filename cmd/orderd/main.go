@@ -632,6 +632,15 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 	}
 	opHandler := operator.New(ops, operator.Config{Credentials: c.OperatorKeys, AuthFailuresPerMinute: c.AuthFailuresPerMinute,
 		Logger: log})
+	switch {
+	case c.AdminAddr != "" && len(c.OperatorKeys) > 0:
+		log.Info("operator API on the admin listener", "prefix", operator.Prefix, "operators", len(c.OperatorKeys))
+	case c.AdminAddr != "":
+		log.Info("operator API on the admin listener answers 401: no operator credentials (set ORDERD_OPERATOR_KEYS)",
+			"prefix", operator.Prefix)
+	case len(c.OperatorKeys) > 0:
+		log.Warn("operator credentials are set but the admin listener is off: set ORDERD_ADMIN_ADDR to serve the operator API")
+	}
 	stopAdmin, err := startAdmin(c, tel.metrics, svc, opHandler, log)
 	if err != nil {
 		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR): %w", err)
