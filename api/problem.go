@@ -69,6 +69,11 @@ var problems = map[apperr.Code]problemKind{
 	apperr.EOrderBusy:           {http.StatusConflict, "Order busy", 1},
 	apperr.ENeedsAttention:      {http.StatusConflict, "Needs attention", 0},
 	apperr.ELimitReached:        {http.StatusConflict, "Limit reached", 0},
+	apperr.EForbidden:           {http.StatusForbidden, "Forbidden", 0},
+	apperr.EFindingContradicted: {http.StatusConflict, "Finding contradicts the provider", 0},
+	apperr.EAttemptNotParked:    {http.StatusConflict, "Attempt not parked", 0},
+	apperr.EDeliveryNotFailed:   {http.StatusConflict, "Delivery not failed", 0},
+	apperr.EEndpointEnabled:     {http.StatusConflict, "Endpoint enabled", 0},
 	apperr.EKeyRequired:         {http.StatusBadRequest, "Idempotency key required", 0},
 	apperr.EUnavailable:         {http.StatusServiceUnavailable, "Service unavailable", 2},
 	apperr.EInternal:            {http.StatusInternalServerError, "Internal error", 0},
@@ -224,6 +229,26 @@ func routeOf(r *http.Request) string {
 	}
 	return ""
 }
+
+// CodeUnauthorized and CodeRateLimited are the HTTP-level codes other
+// entry points (package operator) answer with: a missing or unknown
+// credential (401), and too many failed authentications from one client
+// address (429; the caller sets Retry-After).
+const (
+	CodeUnauthorized = codeUnauthorized
+	CodeRateLimited  = codeRateLimited
+)
+
+// WriteError writes err as RFC 9457 problem+json through the one table
+// of problem types, for entry points beside the tenant API (package
+// operator): an *apperr.Error with its type, status and Retry-After, and
+// anything else as a logged, opaque 500.
+func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	writeError(w, r, log, err)
+}
+
+// WriteJSON writes v as JSON with status, not cached.
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
 
 // writeJSON writes v as JSON with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -58,6 +58,23 @@ const (
 	// it may have, such as its webhook endpoints; nothing was created
 	// (409, no Retry-After: it stays refused until the tenant frees one).
 	ELimitReached Code = "limit_reached"
+	// EForbidden: the caller is authenticated but its role may not do this
+	// (an operator credential with role reader asked to act; 403).
+	EForbidden Code = "forbidden"
+	// EFindingContradicted: an operator's finding about a parked attempt
+	// contradicts what the provider answers now; nothing was changed (409,
+	// no Retry-After).
+	EFindingContradicted Code = "finding_contradicts_provider"
+	// EAttemptNotParked: an operator asked to resolve an attempt that is
+	// not needs_attention (settled already, or still in flight); nothing
+	// was changed (409).
+	EAttemptNotParked Code = "attempt_not_parked"
+	// EDeliveryNotFailed: an operator asked to resend a webhook delivery
+	// that has not failed; nothing was changed (409).
+	EDeliveryNotFailed Code = "delivery_not_failed"
+	// EEndpointEnabled: an operator asked to enable a webhook endpoint that
+	// is enabled; nothing was changed (409).
+	EEndpointEnabled Code = "endpoint_enabled"
 	// EInternal: an unexpected failure (500). Never stored as final.
 	EInternal Code = "internal"
 )

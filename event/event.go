@@ -30,10 +30,15 @@ const (
 	// OrderCancelled: the order was cancelled; Refunded says whether its
 	// charge was refunded first (a cancel from PAID).
 	OrderCancelled Type = "order.cancelled"
+	// OperatorAction: an operator acted through the operator API (package
+	// operator): Action says who did what, why, when and to what. It is
+	// the audit event, written in the transaction of the action's effect.
+	OperatorAction Type = "operator.action"
 )
 
-// Types lists every event type, in lifecycle order.
-var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled}
+// Types lists every event type, the order's in lifecycle order, then the
+// audit event.
+var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled, OperatorAction}
 
 // Valid reports whether t is one of Types.
 func (t Type) Valid() bool { return slices.Contains(Types, t) }
@@ -84,8 +89,49 @@ type Event struct {
 	// Refunded is set on OrderCancelled only: whether the order's charge was
 	// refunded before it was cancelled.
 	Refunded *bool `json:"refunded,omitempty"`
-	// Order is the order as it was right after the change.
-	Order order.Order `json:"order"`
+	// Order is the order as it was right after the change (absent from an
+	// OperatorAction event).
+	Order order.Order `json:"order,omitzero"`
+	// Action is set on OperatorAction only: the audit record.
+	Action *Action `json:"action,omitempty"`
+}
+
+// ActionIDPrefix starts every operator action id.
+const ActionIDPrefix = "act_"
+
+// NewActionID returns a fresh operator action id: ActionIDPrefix and the
+// 32 hex digits of a UUIDv7.
+func NewActionID() string {
+	return ActionIDPrefix + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", "")
+}
+
+// Action is the audit record of one operator action: who (Actor, the
+// operator credential's name, and its Role), what (Name, such as
+// "attempt.resolve", and Outcome), why (Reason, required), when (At, UTC)
+// and on what (TenantID and Target: a provider key, an order id, an
+// endpoint id, "<endpoint id>/<event id>" for a delivery). Note is the
+// operator's finding, when the action records one.
+type Action struct {
+	ID       string    `json:"id"`
+	Actor    string    `json:"actor"`
+	Role     string    `json:"role"`
+	Name     string    `json:"name"`
+	TenantID string    `json:"tenant"`
+	Target   string    `json:"target"`
+	OrderID  string    `json:"order_id,omitempty"`
+	Reason   string    `json:"reason"`
+	Note     string    `json:"note,omitempty"`
+	Outcome  string    `json:"outcome"`
+	At       time.Time `json:"at"`
+}
+
+// ForAction returns the audit event of a: type OperatorAction, in a's
+// tenant, with the action's id as its stream (OrderID) and Sequence 1, so
+// it never takes the sequence of an order's change.
+func ForAction(a Action) Event {
+	a.At = a.At.UTC().Truncate(time.Microsecond)
+	return Event{ID: NewID(), Type: OperatorAction, TenantID: a.TenantID, OrderID: a.ID, Sequence: 1,
+		CreatedAt: a.At, Action: &a}
 }
 
 // For returns the event of the change that produced o (the order after the

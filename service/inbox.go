@@ -7,6 +7,7 @@ import (
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/statemachine"
 	"github.com/orderly/orderly/store"
@@ -64,7 +65,7 @@ func (s *Service) TakeProviderEvent(ctx context.Context, ev store.InboxEvent) (I
 		now := s.cfg.Now()
 		ev.ReceivedAt = now.UTC().Truncate(time.Microsecond)
 		var out InboxOutcome
-		err := s.store.InTx(ctx, func(tx store.Executor) error {
+		err := s.inboxTx(ctx, func(tx store.Executor) error {
 			recorded, err := tx.RecordInboxEvent(ctx, ev)
 			switch {
 			case err != nil:
@@ -128,7 +129,11 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	if a.Kind != want {
 		return InboxUnmatched, nil
 	}
-	if s.settled(a).class != 0 {
+	parked, _ := tx.(store.OperatorExecutor)
+	if a.Status != store.AttemptNeedsAttention {
+		parked = nil
+	}
+	if s.settled(a).class != 0 && parked == nil {
 		return InboxAlreadySettled, nil
 	}
 	o, err := tx.GetOrder(ctx, a.TenantID, a.OrderID)
@@ -165,5 +170,34 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 			return "", err
 		}
 	}
-	return InboxApplied, tx.SettleAttempt(ctx, upd)
+	if parked == nil {
+		return InboxApplied, tx.SettleAttempt(ctx, upd)
+	}
+	// The provider has spoken about an attempt parked for a person: it
+	// settles it as an operator's resolution would (guarded on
+	// needs_attention, so one of them takes effect), and the keys parked on
+	// it replay that outcome.
+	if err := parked.SettleParkedAttempt(ctx, upd); err != nil {
+		return "", err
+	}
+	settled := a
+	settled.Status, settled.ErrorCode = upd.Status, upd.ErrorCode
+	out := idempotency.Record{ResourceID: a.OrderID}
+	if r := s.settled(settled); r.err != nil {
+		out.ErrorCode, out.ErrorDetail = r.err.Code, r.err.Message
+	}
+	if _, err := parked.ResolveParkedKeys(ctx, a.ProviderKey, out); err != nil {
+		return "", err
+	}
+	return InboxApplied, nil
+}
+
+// inboxTx runs fn in one transaction: an OperatorTx when the store has the
+// operator capability (so a provider event may settle a parked attempt and
+// its keys), InTx otherwise.
+func (s *Service) inboxTx(ctx context.Context, fn func(tx store.Executor) error) error {
+	if ops, ok := s.store.(store.OperatorStore); ok {
+		return ops.OperatorTx(ctx, func(tx store.OperatorExecutor) error { return fn(tx) })
+	}
+	return s.store.InTx(ctx, fn)
 }

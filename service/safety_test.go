@@ -143,8 +143,8 @@ func TestUnresolvedAttemptNeedsAttention(t *testing.T) {
 			if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, payIn); apperr.ErrorCode(err) != apperr.ENeedsAttention {
 				t.Fatalf("a new pay: %v, want needs_attention", err)
 			}
-			if _, err := f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}); apperr.ErrorCode(err) != apperr.EOrderBusy {
-				t.Fatalf("cancel: %v, want order_busy", err)
+			if _, err := f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}); apperr.ErrorCode(err) != apperr.ENeedsAttention {
+				t.Fatalf("cancel: %v, want needs_attention (the order is parked, not busy)", err)
 			}
 			if got, _ := f.st.GetOrder(ctx, "t1", o.ID); got.State != order.Received || f.gw.Calls() != calls {
 				t.Fatalf("order %s, %d provider calls since; want RCVD and none", got.State, f.gw.Calls()-calls)
@@ -247,8 +247,8 @@ func TestUnresolvedShipmentNeedsAttention(t *testing.T) {
 			if _, err := svc.Fulfill(ctx, ship); apperr.ErrorCode(err) != apperr.ENeedsAttention {
 				t.Fatalf("retry past the unresolved age: %v, want needs_attention", err)
 			}
-			if _, err := svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}); apperr.ErrorCode(err) != apperr.EOrderBusy {
-				t.Fatalf("cancel beside a parked shipment: %v, want order_busy", err)
+			if _, err := svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}); apperr.ErrorCode(err) != apperr.ENeedsAttention {
+				t.Fatalf("cancel beside a parked shipment: %v, want needs_attention (the order is parked, not busy)", err)
 			}
 			got, _ := env.Store.GetOrder(ctx, "t1", o.ID)
 			if got.State != order.Paid || wh.Shipments(o.ID) != 0 || ships.Load() != calls {

@@ -313,7 +313,8 @@ func (s *Service) held(ctx context.Context, key idempotency.Key, h store.Holder,
 	}
 	if h.State == idempotency.StateNeedsAttention {
 		return keyed, apperr.Errorf(apperr.ENeedsAttention, "the provider's answer to this request stayed unknown past the "+
-			"provider's key retention; it will not be retried and the order will not move until support settles it")
+			"provider's key retention; it will not be retried and the order will not move until an operator resolves "+
+			"its attempt (POST /operator/v1/attempts/recheck or /operator/v1/attempts/resolve with its provider_key); do not retry before then")
 	}
 	if h.State != idempotency.StateCompleted {
 		e := apperr.Errorf(apperr.EKeyInProgress,

@@ -255,7 +255,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			case errors.Is(err, store.ErrVersionConflict):
 				continue
 			case errors.Is(err, store.ErrAttemptInFlight):
-				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, busy(o))
+				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, s.busyOrParked(ctx, o))
 			}
 			return res, err
 		}
@@ -282,7 +282,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			case errors.Is(err, store.ErrVersionConflict):
 				continue
 			case errors.Is(err, store.ErrAttemptInFlight):
-				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, busy(o))
+				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, s.busyOrParked(ctx, o))
 			case err != nil:
 				s.observeFencing(rec.Operation, err)
 				return s.lost(err)
@@ -747,8 +747,7 @@ func (s *Service) unresolved(a store.Attempt) bool {
 
 // needsAttention is the error of a request whose attempt is parked.
 func needsAttention(a store.Attempt) *apperr.Error {
-	return apperr.Errorf(apperr.ENeedsAttention, "the provider's answer to the %s of order %s stayed unknown past the "+
-		"provider's key retention; it will not be retried and the order will not move until support settles it", a.Kind, a.OrderID)
+	return orderParked(a)
 }
 
 // forget answers a request whose order does not exist for the tenant: it

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orderly/orderly/observe"
+	"github.com/orderly/orderly/operator"
 	"github.com/orderly/orderly/service"
 )
 
@@ -89,9 +90,13 @@ func startTelemetry(ctx context.Context, c Config, logOut io.Writer) (*telemetry
 
 // adminHandler serves the operators' endpoints: /metrics (Prometheus),
 // /debug/pprof/ (net/http/pprof, without cmdline), /healthz (the process
-// is up) and /readyz (the store answers).
-func adminHandler(m *observe.Metrics, svc *service.Service) http.Handler {
+// is up), /readyz (the store answers) and, under operator.Prefix, the
+// operator API (ops, with its own credentials; nil serves none).
+func adminHandler(m *observe.Metrics, svc *service.Service, ops http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if ops != nil {
+		mux.Handle(operator.Prefix, ops)
+	}
 	mux.Handle("GET /metrics", m.Handler())
 	handlePprof(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +131,7 @@ func handlePprof(mux *http.ServeMux) {
 // startAdmin serves adminHandler on c.AdminAddr (nothing when it is empty)
 // and returns the function that stops it. It logs
 // {"msg":"admin listening","addr":…}.
-func startAdmin(c Config, m *observe.Metrics, svc *service.Service, log *slog.Logger) (stop func(context.Context), err error) {
+func startAdmin(c Config, m *observe.Metrics, svc *service.Service, ops http.Handler, log *slog.Logger) (stop func(context.Context), err error) {
 	if c.AdminAddr == "" {
 		return func(context.Context) {}, nil
 	}
@@ -135,7 +140,7 @@ func startAdmin(c Config, m *observe.Metrics, svc *service.Service, log *slog.Lo
 		return nil, err
 	}
 	srv := &http.Server{
-		Handler:           adminHandler(m, svc),
+		Handler:           adminHandler(m, svc, ops),
 		ReadHeaderTimeout: 5 * time.Second,
 		// No WriteTimeout: /debug/pprof/profile and /trace stream for as
 		// long as asked (?seconds=).

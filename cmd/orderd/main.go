@@ -49,6 +49,7 @@ import (
 	"github.com/orderly/orderly/internal/flagenv"
 	"github.com/orderly/orderly/natsbus"
 	"github.com/orderly/orderly/observe"
+	"github.com/orderly/orderly/operator"
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/paysim/simulator"
@@ -88,7 +89,8 @@ type Config struct {
 	AdminAddr         string // admin listener (/metrics, /debug/pprof/, probes); empty (the default) disables it
 	DatabaseURL       string
 	DataDir           string
-	APIKeys           map[string]string // API key → tenant
+	APIKeys           map[string]string     // API key → tenant
+	OperatorKeys      []operator.Credential // operator API credentials (-operator-keys), served on the admin listener under operator.Prefix
 	Policy            idempotency.Policy
 	KeyTTL            time.Duration
 	DerivedKeyTTL     time.Duration
@@ -200,6 +202,8 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 		c        Config
 		keys     = fs.String("api-keys", "", "API keys as tenant:key,tenant:key (env ORDERD_API_KEYS)")
 		keysFile = fs.String("api-keys-file", "", "file with one tenant:key per line (env ORDERD_API_KEYS_FILE)")
+		opKeys   = fs.String("operator-keys", "", "operator API credentials as role:name:token,… with role reader or operator (env ORDERD_OPERATOR_KEYS); served on -admin-addr under /operator/v1/")
+		opFile   = fs.String("operator-keys-file", "", "file with one role:name:token per line (env ORDERD_OPERATOR_KEYS_FILE)")
 		policy   = fs.String("idempotency-policy", string(idempotency.PolicyDerive), "without an Idempotency-Key: derive, require or off")
 		volatile = fs.String("volatile-fields", strings.Join(idempotency.DefaultVolatileFields, ","), "body members ignored by the fingerprint, comma-separated")
 		level    = fs.String("log-level", "info", "debug, info, warn or error")
@@ -308,6 +312,9 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	if err := c.loadAPIKeys(*keys, *keysFile); err != nil {
 		return c, err
 	}
+	if err := c.loadOperatorKeys(*opKeys, *opFile); err != nil {
+		return c, err
+	}
 	if c.CommandsRoot == "" || strings.ContainsAny(c.CommandsRoot, ".*> \t") {
 		return c, fmt.Errorf("-commands-subject-root (ORDERD_COMMANDS_SUBJECT_ROOT) must be one subject token (no '.', '*', '>' or spaces), not %q", c.CommandsRoot)
 	}
@@ -331,6 +338,38 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// loadOperatorKeys sets c.OperatorKeys from the -operator-keys spec and
+// the -operator-keys-file file (operator.ParseCredentials). A token that is
+// also a tenant API key is refused: the two surfaces never share a
+// credential.
+func (c *Config) loadOperatorKeys(spec, file string) error {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("-operator-keys-file (ORDERD_OPERATOR_KEYS_FILE): %w", err)
+		}
+		fileCreds, err := operator.ParseCredentials(string(b))
+		if err != nil {
+			return fmt.Errorf("-operator-keys-file (ORDERD_OPERATOR_KEYS_FILE): %w", err)
+		}
+		if len(fileCreds) == 0 {
+			return fmt.Errorf("-operator-keys-file (ORDERD_OPERATOR_KEYS_FILE): %s holds no role:name:token line", file)
+		}
+		spec += "," + string(b)
+	}
+	creds, err := operator.ParseCredentials(spec)
+	if err != nil {
+		return fmt.Errorf("-operator-keys (ORDERD_OPERATOR_KEYS): %w", err)
+	}
+	for _, cr := range creds {
+		if _, clash := c.APIKeys[cr.Token]; clash {
+			return fmt.Errorf("-operator-keys (ORDERD_OPERATOR_KEYS): operator %q uses a tenant API key as its token; give it its own", cr.Name)
+		}
+	}
+	c.OperatorKeys = creds
+	return nil
 }
 
 // loadAPIKeys sets c.APIKeys from the -api-keys spec and the -api-keys-file
@@ -587,7 +626,22 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 	}
 	// Registrations honour Idempotency-Key in the orders' ledger.
 	endpoints.Ledger, endpoints.KeyTTL, endpoints.DerivedKeyTTL = st, c.KeyTTL, c.DerivedKeyTTL
-	stopAdmin, err := startAdmin(c, tel.metrics, svc, log)
+	ops, err := svc.Operations()
+	if err != nil {
+		return err
+	}
+	opHandler := operator.New(ops, operator.Config{Credentials: c.OperatorKeys, AuthFailuresPerMinute: c.AuthFailuresPerMinute,
+		Logger: log})
+	switch {
+	case c.AdminAddr != "" && len(c.OperatorKeys) > 0:
+		log.Info("operator API on the admin listener", "prefix", operator.Prefix, "operators", len(c.OperatorKeys))
+	case c.AdminAddr != "":
+		log.Info("operator API on the admin listener answers 401: no operator credentials (set ORDERD_OPERATOR_KEYS)",
+			"prefix", operator.Prefix)
+	case len(c.OperatorKeys) > 0:
+		log.Warn("operator credentials are set but the admin listener is off: set ORDERD_ADMIN_ADDR to serve the operator API")
+	}
+	stopAdmin, err := startAdmin(c, tel.metrics, svc, opHandler, log)
 	if err != nil {
 		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR): %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/orderly/orderly/internal/proctest"
+	"github.com/orderly/orderly/operator"
 	"github.com/orderly/orderly/store/pgtest"
 )
 
@@ -219,6 +220,22 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("config = %+v", c)
 		}
 	})
+	t.Run("operator keys from the environment and a file", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "operators")
+		if err := os.WriteFile(file, []byte("reader:rita:reader-token-00000001\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("ORDERD_OPERATOR_KEYS", "operator:olga:operator-token-000001")
+		t.Setenv("ORDERD_OPERATOR_KEYS_FILE", file)
+		c, err := ParseConfig(nil, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.OperatorKeys) != 2 || c.OperatorKeys[0].Name != "olga" || c.OperatorKeys[0].Role != operator.RoleOperator ||
+			c.OperatorKeys[1].Name != "rita" || c.OperatorKeys[1].Role != operator.RoleReader {
+			t.Errorf("operator keys = %+v", c.OperatorKeys)
+		}
+	})
 	emptyFile := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(emptyFile, []byte("\n  \n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -258,6 +275,12 @@ func TestParseConfig(t *testing.T) {
 		"commands signature past key TTL":   {"-commands-signature-tolerance", "48h"},
 		"tenant in-flight above the server": {"-tenant-max-in-flight", "65"},
 		"negative tenant in-flight":         {"-tenant-max-in-flight", "-1"},
+		"operator key with a bad role":      {"-operator-keys", "admin:olga:operator-token-000001"},
+		"operator key too short":            {"-operator-keys", "operator:olga:short"},
+		"operator key without a name":       {"-operator-keys", "operator::operator-token-000001"},
+		"operator key twice":                {"-operator-keys", "operator:olga:operator-token-000001,reader:olga:operator-token-000002"},
+		"operator key is a tenant key":      {"-api-keys", "acme:sk_live_acme_123456", "-operator-keys", "operator:olga:sk_live_acme_123456"},
+		"empty operator keys file":          {"-operator-keys-file", emptyFile},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseConfig(args, io.Discard); err == nil {

@@ -75,6 +75,7 @@ func startObserved(t *testing.T, tp trace.TracerProvider) *observed {
 
 	c, err := ParseConfig([]string{"-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
 		"-database-url", pgtest.NewDatabase(t), "-api-keys", "tenant_p:" + testKey, "-payment-url", ts.URL,
+		"-operator-keys", "operator:olga:" + testOperatorToken + ",reader:rita:" + testReaderToken,
 		"-provider-timeout", "2s", "-lease", "6s", "-completer-interval", "1h", "-sweep-interval", "1h"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -335,6 +336,44 @@ func names(byName map[string][]tracetest.SpanStub) []string {
 	return out
 }
 
+const (
+	testOperatorToken = "op-token-for-orderd-tests-1"
+	testReaderToken   = "rd-token-for-orderd-tests-1"
+)
+
+// TestOperatorAPIOnAdminListener: orderd mounts the operator API on the
+// admin listener under /operator/v1/, for operator credentials only (a
+// tenant API key is a 401), with roles (a reader's write is a 403); the
+// tenant API port does not serve it.
+func TestOperatorAPIOnAdminListener(t *testing.T) {
+	o := startObserved(t, nil)
+	for _, tc := range []struct {
+		addr, method, path, token string
+		status                    int
+	}{
+		{o.admin, "GET", "/operator/v1/attempts", testOperatorToken, 200},
+		{o.admin, "GET", "/operator/v1/attempts", testReaderToken, 200},
+		{o.admin, "GET", "/operator/v1/attempts", testKey, 401},
+		{o.admin, "GET", "/operator/v1/attempts", "", 401},
+		{o.admin, "POST", "/operator/v1/attempts/recheck", testReaderToken, 403},
+		{o.api, "GET", "/operator/v1/attempts", testOperatorToken, 404},
+	} {
+		req, _ := http.NewRequest(tc.method, "http://"+tc.addr+tc.path, strings.NewReader(`{"provider_key":"x","reason":"r"}`))
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		req.Header.Set("Idempotency-Key", "k1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s %s on %s with %q = %d, want %d", tc.method, tc.path, tc.addr, tc.token, resp.StatusCode, tc.status)
+		}
+	}
+}
+
 // TestAdminListener checks what the admin listener serves — /metrics,
 // /debug/pprof/, /healthz, /readyz — and that the API port does not serve
 // the operators' endpoints.
@@ -400,7 +439,7 @@ func TestAdminAddr(t *testing.T) {
 	if c, err := ParseConfig([]string{"-admin-addr", "0.0.0.0:9090"}, io.Discard); err != nil || c.AdminAddr != "0.0.0.0:9090" {
 		t.Errorf("with the opt-in: AdminAddr = %q, %v; want 0.0.0.0:9090", c.AdminAddr, err)
 	}
-	stop, err := startAdmin(Config{}, nil, nil, slog.New(slog.DiscardHandler))
+	stop, err := startAdmin(Config{}, nil, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orderly/orderly/admission"
 	"github.com/orderly/orderly/api"
+	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/payment"
@@ -75,6 +76,9 @@ type Options struct {
 	// a test can hold or observe provider calls. Env.Gateway stays the
 	// simulator underneath, for counting captures.
 	WrapGateway func(payment.Gateway) payment.Gateway
+	// WrapWarehouse, if set, wraps Env.Warehouse in what the service
+	// calls, as WrapGateway does the gateway.
+	WrapWarehouse func(fulfillment.Warehouse) fulfillment.Warehouse
 	// ProviderWebhook serves the provider webhook endpoint (api.Config).
 	ProviderWebhook api.ProviderWebhook
 	// TenantRateLimit, TenantBurst and AuthFailuresPerMinute are the API's
@@ -87,6 +91,9 @@ type Options struct {
 	// Observer, if set, is the service's (service.Config.Observer), so a
 	// test can wait on an idempotency event instead of a sleep.
 	Observer service.Observer
+	// UnresolvedAfter is the service's (service.Config.UnresolvedAfter);
+	// zero takes its default.
+	UnresolvedAfter time.Duration
 	// EndpointsPerTenant caps each tenant's webhook endpoints
 	// (webhook.Endpoints.MaxPerTenant); zero means none.
 	EndpointsPerTenant int
@@ -126,9 +133,13 @@ func New(t testing.TB, kind string, opt Options) *Env {
 	if opt.WrapGateway != nil {
 		gw = opt.WrapGateway(gw)
 	}
-	e.Service = service.New(e.Store, gw, e.Warehouse, service.Config{
+	var wh fulfillment.Warehouse = e.Warehouse
+	if opt.WrapWarehouse != nil {
+		wh = opt.WrapWarehouse(wh)
+	}
+	e.Service = service.New(e.Store, gw, wh, service.Config{
 		KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL, Now: opt.Now, GroupCommit: !opt.NoGroupCommit,
-		Observer: opt.Observer,
+		Observer: opt.Observer, UnresolvedAfter: opt.UnresolvedAfter,
 	})
 	e.Server = httptest.NewServer(api.New(e.Service, api.Config{
 		APIKeys:           map[string]string{KeyA: TenantA, KeyB: TenantB},

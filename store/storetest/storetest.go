@@ -137,6 +137,10 @@ func Run(t *testing.T, openAt func(t *testing.T, clk *testclock.Clock) store.Sto
 		t.Parallel()
 		testDatabaseClock(t, open)
 	})
+	t.Run("Operator", func(t *testing.T) {
+		t.Parallel()
+		testOperator(t, open)
+	})
 }
 
 func testCreateOrder(t *testing.T, open func(t *testing.T) *subject) {

@@ -1,0 +1,18 @@
+package operator_test
+
+import (
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/orderly/orderly/store/pgtest"
+)
+
+// TestMain keeps the per-request INFO lines of the tenant API and the
+// service out of the test output (warnings and errors still show), and ends
+// a run that skipped PostgreSQL tests with one line saying how many and how
+// to enable them (pgtest.Run).
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	os.Exit(pgtest.Run(m))
+}
