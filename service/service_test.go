@@ -506,3 +506,35 @@ func TestPendingAttemptOfACrashedHolderStaysOpen(t *testing.T) {
 		}
 	})
 }
+
+// TestRetriedKeyIsNotAnsweredWithAnotherRequestsDecline: K1's charge fails
+// retryably (nothing happened at the provider), K2 then tries the same
+// version with another card and is declined, K3 pays. K1 retried (README
+// "Idempotency rules" 7: a 503 is retried with the same key) is a pay on a
+// PAID order, a 200 no-op: K2's decline, of a card K1 never sent, is not
+// K1's outcome (it was answered, and stored, as a 402).
+func TestRetriedKeyIsNotAnsweredWithAnotherRequestsDecline(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		call := func(k string) service.Call { return service.Call{TenantID: "t1", OrderID: o.ID, Key: key(k)} }
+		flaky := service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: simulator.MethodProviderError}
+		declined := service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: testmode.MethodDeclined}
+		if _, err := f.svc.Pay(ctx, call("K1"), flaky); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("K1 with a provider error: %v, want EUnavailable", err)
+		}
+		if _, err := f.svc.Pay(ctx, call("K2"), declined); apperr.ErrorCode(err) != apperr.EDeclined {
+			t.Fatalf("K2 with a declined card: %v, want EDeclined", err)
+		}
+		if res, err := f.svc.Pay(ctx, call("K3"), payIn); err != nil || res.Order.State != order.Paid {
+			t.Fatalf("K3 = %+v, %v; want PAID", res, err)
+		}
+		res, err := f.svc.Pay(ctx, call("K1"), flaky)
+		if err != nil || res.Order.State != order.Paid {
+			t.Fatalf("K1 retried after the order was paid = %+v, %v; want a 200 no-op with the PAID order", res, err)
+		}
+		if f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("captures = %d, want 1", f.gw.Captures(o.ID))
+		}
+	})
+}

@@ -66,6 +66,12 @@ type effect struct {
 	intent  func(orderID string, now time.Time) store.Intent
 	attempt func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt
 	call    func(ctx context.Context, a store.Attempt, o order.Order) callResult
+	// sent reports whether attempt a carries this request's own details
+	// (nil: every attempt of the event does, as a fulfilment or refund of
+	// the order is one call whoever asks). A retryably failed attempt may
+	// be reopened under its provider key by another request with another
+	// payment method; its outcome is then that request's, not this one's.
+	sent func(a store.Attempt) bool
 }
 
 // class sorts provider outcomes (issue: final vs retryable vs unknown).
@@ -212,7 +218,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			// A resumed key whose attempt another holder settled meanwhile
 			// (a decline, a refusal) ends with that attempt's outcome: its
 			// request was that attempt, not a new one at a later version.
-			if r := s.settled(*prior); r.class == declined || r.class == rejected {
+			if r := s.settled(*prior); (r.class == declined || r.class == rejected) && (eff.sent == nil || eff.sent(*prior)) {
 				return s.completeFinal(ctx, rec, lease, o, r.err, nil, nil)
 			}
 		}
@@ -511,6 +517,7 @@ func (s *Service) payEffect(method string, amount *int64, currency string) effec
 				return s.classifyCharge(ch, err)
 			})
 		},
+		sent: func(a store.Attempt) bool { return a.PaymentMethod == method },
 	}
 }
 

@@ -719,3 +719,24 @@ func TestDurationFloors(t *testing.T) {
 		})
 	}
 }
+
+// TestParseConfigUnparsableValue: a value orderd cannot parse at all (a
+// duration without its unit, a word for a number) stops it with a message
+// naming the flag, its variable, the value and what it takes, as every
+// other setting orderd cannot use does (README "Quick start"), not ff's
+// "parse error".
+func TestParseConfigUnparsableValue(t *testing.T) {
+	for _, tc := range []struct{ env, value, want string }{
+		{"ORDERD_LEASE", "30", `-lease (ORDERD_LEASE): "30" is not a duration`},
+		{"ORDERD_MAX_IN_FLIGHT", "lots", `-max-in-flight (ORDERD_MAX_IN_FLIGHT): "lots" is not an integer`},
+		{"ORDERD_GROUP_COMMIT", "maybe", `-group-commit (ORDERD_GROUP_COMMIT): "maybe" is not true or false`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			_, err := ParseConfig(nil, io.Discard)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("%s=%s: err = %v, want one starting %s", tc.env, tc.value, err, tc.want)
+			}
+		})
+	}
+}

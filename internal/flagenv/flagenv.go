@@ -6,9 +6,13 @@ package flagenv
 
 import (
 	"flag"
+	"fmt"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Env returns the environment variable of flag name under prefix:
@@ -23,6 +27,9 @@ type Namer struct {
 	prefix string
 	once   sync.Once
 	names  map[string]bool
+	// kinds says what each typed flag takes ("a duration: ..."), for
+	// the value a flag or variable could not be parsed as.
+	kinds map[string]string
 }
 
 // NewNamer returns a Namer for the command whose variables begin with
@@ -33,8 +40,13 @@ func NewNamer(prefix string) *Namer { return &Namer{prefix: prefix} }
 // call counts (every parse defines the same flags).
 func (n *Namer) Record(fs *flag.FlagSet) {
 	n.once.Do(func() {
-		n.names = map[string]bool{}
-		fs.VisitAll(func(f *flag.Flag) { n.names[f.Name] = true })
+		n.names, n.kinds = map[string]bool{}, map[string]string{}
+		fs.VisitAll(func(f *flag.Flag) {
+			n.names[f.Name] = true
+			if k := kindOf(f.Value); k != "" {
+				n.kinds[f.Name] = k
+			}
+		})
 	})
 }
 
@@ -62,6 +74,9 @@ func (n *Namer) Name(err error) error {
 		return nil
 	}
 	msg := err.Error()
+	if out, ok := n.unparsable(msg); ok {
+		return &named{msg: out, err: err}
+	}
 	out := mention.ReplaceAllStringFunc(msg, func(m string) string {
 		name := mention.FindStringSubmatch(m)[2]
 		env := Env(n.prefix, name)
@@ -74,4 +89,64 @@ func (n *Namer) Name(err error) error {
 		return err
 	}
 	return &named{msg: out, err: err}
+}
+
+// kindOf says what a flag of the standard library's typed values takes, or
+// "" for a string or a custom value.
+func kindOf(v flag.Value) string {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "a duration: a number with a unit, such as 30s, 1m30s or 24h"
+	case bool:
+		return "true or false"
+	case int, int64:
+		return "an integer"
+	case uint, uint64:
+		return "a non-negative integer"
+	case float64:
+		return "a number"
+	}
+	return ""
+}
+
+// The two errors a typed flag's bad value gives, whose reason the flag
+// package reduces to "parse error" or "value out of range": ff's for an
+// environment variable (the value is not in it) and the flag package's for
+// an argument.
+var (
+	envUnparsable = regexp.MustCompile(`error setting flag "([a-z][a-z0-9-]*)" from environment variable "([A-Z0-9_]+)": (parse error|value out of range)`)
+	argUnparsable = regexp.MustCompile(`invalid value ("(?:[^"\\]|\\.)*") for flag -([a-z][a-z0-9-]*): (parse error|value out of range)`)
+)
+
+// unparsable rewrites the error of a typed flag's value that could not be
+// parsed into one naming the flag, its variable, the value and what the
+// flag takes: -lease (ORDERD_LEASE): "30" is not a duration: a number with
+// a unit, such as 30s, 1m30s or 24h.
+func (n *Namer) unparsable(msg string) (string, bool) {
+	var name, value, reason string
+	if m := envUnparsable.FindStringSubmatch(msg); m != nil {
+		name, reason = m[1], m[3]
+		value = os.Getenv(m[2])
+	} else if m := argUnparsable.FindStringSubmatch(msg); m != nil {
+		v, err := strconv.Unquote(m[1])
+		if err != nil {
+			return "", false
+		}
+		name, value, reason = m[2], v, m[3]
+	} else {
+		return "", false
+	}
+	kind, ok := n.kinds[name]
+	if !ok {
+		return "", false
+	}
+	setting := "-" + name + " (" + Env(n.prefix, name) + ")"
+	if reason == "value out of range" {
+		return fmt.Sprintf("%s: %q is out of range for %s", setting, value, kind), true
+	}
+	return fmt.Sprintf("%s: %q is not %s", setting, value, kind), true
 }

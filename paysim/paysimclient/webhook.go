@@ -51,6 +51,9 @@ func (w Webhooks) Authenticate(h http.Header, body []byte) error {
 	return paysim.VerifySignature(w.Secret, h.Get(paysim.SignatureHeader), body, now(), tol)
 }
 
+// maxEventID is the longest event id the inbox keeps, in bytes.
+const maxEventID = 255
+
 // Parse returns the inbox event of a paysim.WebhookEvent body.
 func (w Webhooks) Parse(body []byte) (store.InboxEvent, error) {
 	var ev paysim.WebhookEvent
@@ -58,8 +61,18 @@ func (w Webhooks) Parse(body []byte) (store.InboxEvent, error) {
 		return store.InboxEvent{}, fmt.Errorf("not a paysim event: %w", err)
 	}
 	in := store.InboxEvent{Source: Source, EventID: ev.ID, Type: store.ProviderEventType(ev.Type), ProviderKey: ev.Data.IdempotencyKey}
-	if !in.Type.Valid() || in.EventID == "" || in.ProviderKey == "" || len(in.EventID) > 255 {
-		return store.InboxEvent{}, fmt.Errorf("event %q of type %q needs an id and data.idempotency_key", ev.ID, ev.Type)
+	// Each reason names the one member that is wrong; an id too long to
+	// keep is not echoed.
+	switch {
+	case in.EventID == "":
+		return store.InboxEvent{}, fmt.Errorf("the event has no id")
+	case len(in.EventID) > maxEventID:
+		return store.InboxEvent{}, fmt.Errorf("the event id is %d bytes, more than %d", len(in.EventID), maxEventID)
+	case !in.Type.Valid():
+		return store.InboxEvent{}, fmt.Errorf("event %q has type %q, not one of %s, %s, %s",
+			ev.ID, ev.Type, store.ChargeSucceeded, store.ChargeFailed, store.RefundSucceeded)
+	case in.ProviderKey == "":
+		return store.InboxEvent{}, fmt.Errorf("event %q has no data.idempotency_key", ev.ID)
 	}
 	return in, nil
 }
