@@ -98,6 +98,31 @@ func TestIdentifiersRefuseFormatCharacters(t *testing.T) {
 	wantStatus(t, do(t, env, http.MethodPost, "/v1/orders", testenv.KeyA, newKey(t), body), http.StatusCreated)
 }
 
+// TestPaymentMethodRefusesFormatCharacters pays with payment methods that
+// hold characters which make one identifier display as another, or only
+// whitespace: each is a 400 naming payment_method, nothing is stored under
+// the key, and the same key with a clean method then pays. Regression: a
+// BiDi override or a whitespace-only method reached the provider and the
+// stored attempt (200 PAID).
+func TestPaymentMethodRefusesFormatCharacters(t *testing.T) {
+	env := testenv.New(t, testenv.SQLite, testenv.Options{})
+	o := create(t, env, testenv.KeyA, newKey(t), newCustomer(t))
+	key := newKey(t)
+	for _, tc := range []struct{ method, reason string }{
+		{"pm\u202ex", "U+202E"},
+		{"pm_card_visa\u200b", "U+200B"},
+		{"   ", "only whitespace"},
+	} {
+		body := map[string]any{"amount": o.Amount, "currency": o.Currency, "payment_method": tc.method}
+		p := wantProblem(t, doMalformed(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, body), http.StatusBadRequest, apperr.EInvalid)
+		wantFields(t, p, "payment_method")
+		if !strings.Contains(p.Errors[0].Reason, tc.reason) {
+			t.Errorf("payment_method %q: reason %q, want one naming %q", tc.method, p.Errors[0].Reason, tc.reason)
+		}
+	}
+	wantStatus(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventPay), testenv.KeyA, key, payBody(o, testmode.MethodApproved)), http.StatusOK)
+}
+
 // TestPayAmountBeyondTheDocumentedBound pays with an amount outside
 // 0–2^53−1 (README "Limits"): a 400 naming amount, on both stores, and no
 // stored outcome (the same key with the right amount then pays).

@@ -238,15 +238,7 @@ type emptyBody struct{}
 
 // paymentMethodReason says what is wrong with a payment method id, or "".
 func paymentMethodReason(pm string) string {
-	switch {
-	case pm == "":
-		return "is required"
-	case len(pm) > 255:
-		return "must be at most 255 bytes"
-	case !order.ValidFilterText(pm):
-		return "must be UTF-8 text without control characters"
-	}
-	return ""
+	return order.TextReason(pm, 255)
 }
 
 // jsonReason turns the error of decoding body into a client-facing reason,
