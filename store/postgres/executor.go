@@ -12,6 +12,18 @@ import (
 	"github.com/orderly/orderly/store"
 )
 
+// noRow is the error of a statement that returns exactly one row when rows
+// has none: the connection's or the statement's error when there is one (a
+// terminated backend, SQLSTATE 57P01, ends rows early too), else
+// pgx.ErrNoRows. Answering pgx.ErrNoRows for a broken connection would turn
+// a retryable failure into store.ErrNotFound.
+func noRow(rows pgx.Rows) error {
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return pgx.ErrNoRows
+}
+
 // executor implements store.Executor over a db: the pool, or a pipelined
 // transaction. Its errors are the driver's; Store and InTx translate them.
 type executor struct{ db db }
@@ -46,7 +58,7 @@ func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Ord
 		var kc keyCols
 		var oc orderCols
 		if !rows.Next() {
-			return pgx.ErrNoRows
+			return noRow(rows)
 		}
 		if err := rows.Scan(targets([]any{&claimed, &now}, kc.targets(), oc.targets())...); err != nil {
 			return err
@@ -168,7 +180,7 @@ func (e executor) AbandonedBacklog(ctx context.Context) (store.Backlog, error) {
 	var b store.Backlog
 	err := e.db.query(ctx, abandonedBacklog, nil, func(rows pgx.Rows) error {
 		if !rows.Next() {
-			return pgx.ErrNoRows
+			return noRow(rows)
 		}
 		var oldest *time.Time
 		if err := rows.Scan(&b.ExpiredLeases, &b.UnknownDue, &b.UnknownDeferred, &b.NeedsAttention, &oldest); err != nil {
