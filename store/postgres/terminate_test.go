@@ -58,44 +58,13 @@ func TestCreateOrderTerminatedWhileWaitingForKey(t *testing.T) {
 	}
 	claim := store.Claim{Record: idempotency.Record{TenantID: tenant, KeyHash: hash, Fingerprint: "sha256:mine",
 		Operation: idempotency.OpCreate, ResourceID: o.ID, State: idempotency.StateCompleted}, TTL: idempotency.DefaultKeyTTL}
-	type result struct {
-		held *store.Holder
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		h, err := s.CreateOrder(ctx, &claim, o)
-		done <- result{h, err}
-	}()
-
-	// The create's backend, once it waits for the holder's transaction.
+	done := createAsync(ctx, s, &claim, o)
+	pid := waitForClaimWait(t, dbURL, holder.PgConn().PID(), done)
 	admin, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
-	var pid int32
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := admin.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1
-			  AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO idempotency_keys%'`, holder.PgConn().PID()).Scan(&pid)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatalf("find the waiting create: %v", err)
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("CreateOrder returned (%v, %v) before waiting for the holder", r.held, r.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the create never waited for the holder's transaction")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	var terminated bool
 	if err := admin.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&terminated); err != nil || !terminated {
 		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, terminated, err)
@@ -113,5 +82,57 @@ func TestCreateOrderTerminatedWhileWaitingForKey(t *testing.T) {
 	}
 	if got, err := s.GetOrder(ctx, tenant, o.ID); err != nil || got.ID != o.ID {
 		t.Fatalf("GetOrder after the retry = (%v, %v)", got.ID, err)
+	}
+}
+
+// createResult is what CreateOrder returned.
+type createResult struct {
+	held *store.Holder
+	err  error
+}
+
+// createAsync runs s.CreateOrder(key, o) in a goroutine.
+func createAsync(ctx context.Context, s *postgres.Store, key *store.Claim, o order.Order) <-chan createResult {
+	done := make(chan createResult, 1)
+	go func() {
+		h, err := s.CreateOrder(ctx, key, o)
+		done <- createResult{h, err}
+	}()
+	return done
+}
+
+// waitForClaimWait waits (bounded: minutes, polling) until a backend
+// inserting into idempotency_keys waits for a lock that the backend
+// holderPID holds, and returns its pid. It fails the test if the create
+// answers first.
+func waitForClaimWait(t *testing.T, dbURL string, holderPID uint32, done <-chan createResult) int32 {
+	t.Helper()
+	ctx := t.Context()
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var pid int32
+		err := c.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND $1 = ANY (pg_blocking_pids(pid))
+			  AND query LIKE '%INSERT INTO idempotency_keys%'`, int32(holderPID)).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatalf("find the waiting create: %v", err)
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("CreateOrder returned (%+v, %v) before waiting for the other request's key", r.held, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the create never waited for the other request's key")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
