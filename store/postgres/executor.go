@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,18 @@ import (
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/store"
 )
+
+// noRow is the error of a statement that returns exactly one row when rows
+// has none: the connection's or the statement's error when there is one (a
+// terminated backend, SQLSTATE 57P01, ends rows early too), else
+// pgx.ErrNoRows. Answering pgx.ErrNoRows for a broken connection would turn
+// a retryable failure into store.ErrNotFound.
+func noRow(rows pgx.Rows) error {
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return pgx.ErrNoRows
+}
 
 // executor implements store.Executor over a db: the pool, or a pipelined
 // transaction. Its errors are the driver's; Store and InTx translate them.
@@ -31,10 +44,36 @@ func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Ord
 	if key == nil {
 		return nil, translate(e.db.exec(ctx, insertOrder, append(orderArgs(o, items), ev.ID, ev.CreatedAt, string(body))...))
 	}
+	for range claimRounds {
+		held, vanished, err := e.claimAndInsert(ctx, key, o, items, ev.ID, ev.CreatedAt, body)
+		if !vanished {
+			return held, err
+		}
+	}
+	return nil, store.UnavailableBecause("the idempotency key changed hands while this request claimed it; retry with the same key",
+		errKeyVanished)
+}
+
+// errKeyVanished is the cause of CreateOrder's ErrUnavailable when the key
+// vanished in every one of its claimRounds.
+var errKeyVanished = errors.New("postgres: the idempotency key was deleted between its claim and the read of its holder")
+
+// claimRounds bounds CreateOrder's claims of a key that vanishes between
+// the claim and the read of its holder (see claimAndInsert).
+const claimRounds = 3
+
+// claimAndInsert is one round of CreateOrder with a key: claim it and
+// insert o, or read the key's holder. vanished reports a key claimed by
+// nobody and held by nobody: the claim lost to a row that was deleted
+// before it could be read (a leased request on the same key that forgot it
+// — ForgetKey — or the sweeper). The key is then free, so the caller claims
+// again: "not found" is never an answer to a create.
+func (e executor) claimAndInsert(ctx context.Context, key *store.Claim, o order.Order, items []byte,
+	eventID string, eventAt time.Time, body []byte) (_ *store.Holder, vanished bool, _ error) {
 	k := *key
 	args := append(orderArgs(o, items), k.TenantID, k.KeyHash, k.Fingerprint, k.Derived, nullable(string(k.Operation)),
 		nullable(k.ResourceID), nullable(string(k.ErrorCode)), nullable(k.ErrorDetail), k.TTL.Microseconds(),
-		ev.ID, ev.CreatedAt, string(body))
+		eventID, eventAt, string(body))
 	query := claimAndInsertOrder
 	if k.Derived {
 		query = claimDerivedAndInsertOrder
@@ -42,11 +81,11 @@ func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Ord
 	var claimed bool
 	var now time.Time // the database's clock
 	var held *store.Holder
-	err = e.db.query(ctx, query, args, func(rows pgx.Rows) error {
+	err := e.db.query(ctx, query, args, func(rows pgx.Rows) error {
 		var kc keyCols
 		var oc orderCols
 		if !rows.Next() {
-			return pgx.ErrNoRows
+			return noRow(rows)
 		}
 		if err := rows.Scan(targets([]any{&claimed, &now}, kc.targets(), oc.targets())...); err != nil {
 			return err
@@ -61,23 +100,27 @@ func (e executor) CreateOrder(ctx context.Context, key *store.Claim, o order.Ord
 	now = now.UTC()
 	switch {
 	case err != nil:
-		return nil, translate(err)
+		return nil, false, translate(err)
 	case claimed:
 		key.CreatedAt, key.ExpiresAt = now, now.Add(k.TTL.Truncate(time.Microsecond)) // as stored: µs
-		return nil, nil
+		return nil, false, nil
 	case held != nil && !replaceable(held.Record, k.Derived, now):
 		held.Now = now
-		return held, nil
+		return held, false, nil
 	}
 	// The holder committed after this statement's snapshot was taken (a
 	// new key, or an expired derived key another create took over): the
-	// statement saw no row, or the row as it was. Read it now. A claim that
-	// lost only ever loses to a committed row, so it is there.
+	// statement saw no row, or the row as it was. Read it now. A claim
+	// only ever loses to a committed row, but that row may be deleted
+	// since (vanished).
 	held, err = store.ReadHolder(ctx, e, k.TenantID, k.KeyHash)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, true, nil
+	}
 	if held != nil {
 		held.Now = now
 	}
-	return held, err
+	return held, false, err
 }
 
 // AcquireLease implements store.Executor in one statement, plus a read of
@@ -168,7 +211,7 @@ func (e executor) AbandonedBacklog(ctx context.Context) (store.Backlog, error) {
 	var b store.Backlog
 	err := e.db.query(ctx, abandonedBacklog, nil, func(rows pgx.Rows) error {
 		if !rows.Next() {
-			return pgx.ErrNoRows
+			return noRow(rows)
 		}
 		var oldest *time.Time
 		if err := rows.Scan(&b.ExpiredLeases, &b.UnknownDue, &b.UnknownDeferred, &b.NeedsAttention, &oldest); err != nil {

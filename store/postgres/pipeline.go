@@ -33,10 +33,19 @@ func (p poolDB) query(ctx context.Context, sql string, args []any, scan func(pgx
 		return err
 	}
 	defer rows.Close()
-	if err := scan(rows); err != nil {
-		return err
+	return scanned(rows, scan)
+}
+
+// scanned runs scan on rows and returns its error, except that an error of
+// rows itself (the connection broke, the statement failed) wins: a scan that
+// stops early sees no more rows and may say pgx.ErrNoRows, which translate
+// would turn into store.ErrNotFound, where the truth is retryable.
+func scanned(rows pgx.Rows, scan func(pgx.Rows) error) error {
+	err := scan(rows)
+	if rerr := rows.Err(); rerr != nil {
+		return rerr
 	}
-	return rows.Err()
+	return err
 }
 
 // pipeTx is a transaction on one connection that pipelines: writes are
@@ -67,7 +76,7 @@ func (t *pipeTx) exec(_ context.Context, sql string, args ...any) error {
 func (t *pipeTx) query(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error {
 	b := t.batch(!t.begun)
 	t.begun = true
-	b.Queue(sql, args...).Query(scan)
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error { return scanned(rows, scan) })
 	return t.conn.SendBatch(ctx, b).Close()
 }
 

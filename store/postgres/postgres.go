@@ -249,12 +249,19 @@ func (s *Store) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*st
 			}
 			h := held[k]
 			if h == nil {
-				// Claimed by nobody and held by nobody: the holder committed
-				// after the read's snapshot.
+				// Claimed by nobody and held by nobody. The claim lost to a
+				// committed row, and readHolders ran after it (each statement
+				// of the batch has its own snapshot), so the row was deleted
+				// in between: a leased request on the same key forgot it
+				// (ForgetKey), or the sweeper took it. The key is free again:
+				// claim it alone (CreateOrder reclaims a key that vanishes,
+				// a bounded number of times). Its order was not inserted.
 				var err error
-				if h, err = store.ReadHolder(ctx, s, k.tenant, k.hash); err != nil {
+				if h, err = s.CreateOrder(ctx, batch[i].Key, batch[i].Order); err != nil {
 					return nil, err
 				}
+				out[i] = h
+				continue
 			}
 			h.Now = now.UTC()
 			out[i] = h

@@ -530,6 +530,10 @@ func testConcurrency(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("AttemptAndTransitionOnOneOrderNeverBothWin", func(t *testing.T) { concurrentAttemptAndTransitionOnOneOrderNeverBothWin(t, open) })
 
 	t.Run("TakeOversOfAbandonedKeysNeverOverlap", func(t *testing.T) { concurrentTakeOversOfAbandonedKeysNeverOverlap(t, open) })
+
+	t.Run("CreatesWhileKeyForgottenNeverAnswerNotFound", func(t *testing.T) {
+		concurrentCreatesWhileKeyForgottenNeverAnswerNotFound(t, open)
+	})
 }
 
 // createResult is what one racing CreateOrder got back.
