@@ -233,17 +233,23 @@ func (e executor) ForgetKey(ctx context.Context, l store.Lease) error {
 // AttemptsNeedingAttention implements store.Executor.
 func (e executor) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]store.Attempt, error) {
 	var out []store.Attempt
-	err := e.db.query(ctx, attemptsNeedingAttention, []any{tenantID, limit}, func(rows pgx.Rows) error {
+	err := e.db.query(ctx, attemptsNeedingAttention, []any{tenantID, limit}, collectAttempts(&out))
+	return out, translate(err)
+}
+
+// collectAttempts returns a row handler that appends every row, read as
+// attemptColumns, to out.
+func collectAttempts(out *[]store.Attempt) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c attemptCols
 			if err := rows.Scan(c.targets()...); err != nil {
 				return err
 			}
-			out = append(out, *c.attempt())
+			*out = append(*out, *c.attempt())
 		}
 		return nil
-	})
-	return out, translate(err)
+	}
 }
 
 // GetAttempt implements store.Executor.

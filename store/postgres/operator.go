@@ -32,16 +32,7 @@ WHERE status = 'needs_attention' AND `+tenantsWhere+` ORDER BY updated_at, provi
 
 func (s *Store) attempts(ctx context.Context, sql string, args ...any) ([]store.Attempt, error) {
 	var out []store.Attempt
-	err := s.db.query(ctx, sql, args, func(rows pgx.Rows) error {
-		for rows.Next() {
-			var c attemptCols
-			if err := rows.Scan(c.targets()...); err != nil {
-				return err
-			}
-			out = append(out, *c.attempt())
-		}
-		return nil
-	})
+	err := s.db.query(ctx, sql, args, collectAttempts(&out))
 	return out, translate(err)
 }
 
