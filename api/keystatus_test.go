@@ -85,7 +85,7 @@ func TestPreferWaitIsParsed(t *testing.T) {
 		}
 	}}
 	inCall, release := make(chan struct{}), make(chan struct{})
-	env := testenv.New(t, testenv.SQLite, testenv.Options{Observer: obs, WrapGateway: func(g payment.Gateway) payment.Gateway {
+	env := testenv.New(t, testenv.SQLite, testenv.Options{Observer: obs, WrapGateway: func(g payment.ChargeGateway) payment.ChargeGateway {
 		return &heldCharge{Gateway: g, entered: inCall, release: release}
 	}})
 	o := orderIn(t, env, order.Received)
@@ -114,7 +114,7 @@ func TestPreferWaitIsParsed(t *testing.T) {
 // heldCharge holds every Charge until release is closed, after closing
 // entered (once) to say a charge has reached the provider.
 type heldCharge struct {
-	payment.Gateway
+	payment.ChargeGateway
 	entered, release chan struct{}
 	once             sync.Once
 }

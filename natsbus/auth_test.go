@@ -212,7 +212,7 @@ func TestForgedDeadLetterAhead(t *testing.T) {
 // heldPays holds the charges of the orders in hold until release is
 // closed; others go through at once.
 type heldPays struct {
-	payment.Gateway
+	payment.ChargeGateway
 	mu      sync.Mutex
 	hold    map[string]bool
 	entered chan string
@@ -242,7 +242,7 @@ func TestSlowCommandsHoldOnlyTheirTenant(t *testing.T) {
 			h := &heldPays{hold: map[string]bool{}, entered: make(chan string, 16), release: make(chan struct{})}
 			gate := admission.New(admission.Config{MaxInFlight: 16, TenantMaxInFlight: 3})
 			env := testenv.New(t, kind, testenv.Options{Gate: gate,
-				WrapGateway: func(g payment.Gateway) payment.Gateway { h.Gateway = g; return h }})
+				WrapGateway: func(g payment.ChargeGateway) payment.ChargeGateway { h.Gateway = g; return h }})
 			var released sync.Once
 			release := func() { released.Do(func() { close(h.release) }) }
 			s := newStreamEnv(t, env, natsbus.Config{Gate: gate})

@@ -96,7 +96,7 @@
 // # Packages beside it
 //
 // Package paysim/paysimclient is the client of this API that Orderly uses:
-// a payment.Gateway and a fulfillment.Warehouse over HTTP. Package
+// a payment.ChargeGateway and a fulfillment.Warehouse over HTTP. Package
 // paysim/simulator is the in-process equivalent, without a network or a
 // ledger file. Package paysim/testmode holds what the server and the
 // in-process simulators share: the test payment methods and SKUs that

@@ -749,8 +749,8 @@ func (c Config) logDevelopmentMode(log *slog.Logger) {
 
 // providers returns the payment gateway and warehouse: HTTP clients of the
 // configured provider, or the built-in simulators.
-func providers(c Config, tel *telemetry) (payment.Gateway, fulfillment.Warehouse, error) {
-	var gw payment.Gateway = simulator.NewGateway()
+func providers(c Config, tel *telemetry) (payment.ChargeGateway, fulfillment.Warehouse, error) {
+	var gw payment.ChargeGateway = simulator.NewGateway()
 	var wh fulfillment.Warehouse = simulator.NewWarehouse()
 	hc := paysimclient.WithHTTPClient(observe.ProviderClient(tel.tp))
 	if c.PaymentURL != "" {
