@@ -86,7 +86,7 @@
 // # Stripe mode
 //
 // Package paysim/stripesim serves, in front of a Server and over the same
-// ledger file (its own tables, migration 00002), the PaymentIntents subset
+// ledger file (its own tables, migration 00010), the PaymentIntents subset
 // of Stripe's v1 API with Stripe's idempotency semantics (saved answers
 // including 500s, idempotency_error, 409 idempotency_key_in_use, keys
 // pruned after a retention), Stripe's test payment methods and

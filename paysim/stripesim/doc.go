@@ -1,7 +1,7 @@
 // Package stripesim is paysim's Stripe mode: the PaymentIntents subset of
 // Stripe's v1 API that Orderly's Stripe adapter uses, with Stripe's
 // documented semantics, over the paysim ledger's SQLite file (tables
-// stripe_*, migration 00002_stripe.sql), so that the adapter meets the
+// stripe_*, migration 00010_stripe.sql), so that the adapter meets the
 // failures a real Stripe account produces. Command paysim serves it with
 // -api stripe.
 //
@@ -21,6 +21,7 @@
 //	                                        in requires_payment_method, error.payment_intent set)
 //	POST /v1/payment_intents/{id}/capture   amount_to_capture (a requires_capture intent)
 //	POST /v1/payment_intents/{id}/cancel    cancellation_reason
+//	GET  /v1/payment_intents                created[gte|gt|lte|lt], limit, starting_after → list (consistent)
 //	GET  /v1/payment_intents/search         query=metadata['k']:'v' [AND status:'s'] → search_result
 //	POST /v1/refunds                        payment_intent | charge, amount, metadata[k], reason
 //	GET  /v1/refunds                        payment_intent, charge, limit, starting_after → list

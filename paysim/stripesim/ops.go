@@ -28,6 +28,7 @@ var (
 	refundParams     = paramSpec{"payment_intent", "charge", "amount", "metadata[", "reason", "expand["}
 	retrieveParams   = paramSpec{"expand[", "client_secret"}
 	searchParams     = paramSpec{"query", "limit", "page", "expand["}
+	listIntentParams = paramSpec{"created", "created[", "limit", "starting_after", "ending_before", "expand[", "customer"}
 	listRefundParams = paramSpec{"payment_intent", "charge", "limit", "starting_after", "ending_before", "expand[", "created["}
 )
 
@@ -506,6 +507,67 @@ func (s *Server) searchIntents(w http.ResponseWriter, r *http.Request, q url.Val
 		NextPage *string  `json:"next_page"`
 		URL      string   `json:"url"`
 	}{"search_result", data, more, nil, "/v1/payment_intents/search"})
+}
+
+// listIntents serves GET /v1/payment_intents: newest first, filtered by
+// created[gte|gt|lte|lt] (unix seconds), paginated by limit and
+// starting_after. Unlike search it is read-after-write consistent.
+func (s *Server) listIntents(w http.ResponseWriter, r *http.Request, q url.Values) {
+	limit := 10
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeAnswer(w, badParam("limit", "limit must be an integer between 1 and 100"))
+			return
+		}
+		limit = n
+	}
+	where, args := "1 = 1", []any{}
+	for op, sqlOp := range map[string]string{"gte": ">=", "gt": ">", "lte": "<=", "lt": "<"} {
+		v := q.Get("created[" + op + "]")
+		if v == "" {
+			continue
+		}
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeAnswer(w, badParam("created["+op+"]", "Invalid integer: "+v))
+			return
+		}
+		bound := sec * 1e6
+		if op == "gt" || op == "lte" {
+			bound = (sec + 1) * 1e6
+			sqlOp = map[string]string{"gt": ">=", "lte": "<"}[op]
+		}
+		where, args = where+" AND created_at "+sqlOp+" ?", append(args, bound)
+	}
+	if v := q.Get("starting_after"); v != "" {
+		where, args = where+" AND (created_at, id) < (SELECT created_at, id FROM stripe_payment_intents WHERE id = ?)", append(args, v)
+	}
+	rows, err := s.db.QueryContext(r.Context(), `SELECT `+intentCols+` FROM stripe_payment_intents WHERE `+where+
+		` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, limit+1)...)
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	defer rows.Close()
+	data := []piJSON{}
+	for rows.Next() {
+		pi, err := scanIntent(rows)
+		if err != nil {
+			s.internal(w, err)
+			return
+		}
+		data = append(data, pi.json(nil))
+	}
+	if err := rows.Err(); err != nil {
+		s.internal(w, err)
+		return
+	}
+	more := len(data) > limit
+	if more {
+		data = data[:limit]
+	}
+	writeJSON(w, http.StatusOK, listJSON{Object: "list", Data: data, HasMore: more, URL: "/v1/payment_intents"})
 }
 
 // --- refunds (docs.stripe.com/api/refunds)

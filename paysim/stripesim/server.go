@@ -136,6 +136,7 @@ func New(ctx context.Context, ledger *paysim.Ledger, native *paysim.Server, c Co
 	s.hooks = newWebhooks(c.Webhooks, s.log, s.stop)
 	m := s.mux
 	m.HandleFunc("POST /v1/payment_intents", s.post("payment_intents.create", createParams, s.createIntent))
+	m.HandleFunc("GET /v1/payment_intents", s.get(listIntentParams, s.listIntents))
 	m.HandleFunc("GET /v1/payment_intents/search", s.get(searchParams, s.searchIntents))
 	m.HandleFunc("GET /v1/payment_intents/{id}", s.get(retrieveParams, s.retrieveIntent))
 	m.HandleFunc("POST /v1/payment_intents/{id}/confirm", s.post("payment_intents.confirm", confirmParams, s.confirmIntent))
