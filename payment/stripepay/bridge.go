@@ -1,0 +1,137 @@
+package stripepay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/orderly/orderly/payment"
+)
+
+// ChargeBridge serves the pre-issue-15 payment.ChargeGateway over a
+// Gateway, so that orderd's service, which still calls ChargeGateway until
+// it moves to payment.Gateway, can take payments through Stripe today. It
+// follows the new seam's rule internally: the PaymentIntent is the object
+// that guards the money (it succeeds at most once), found again by the
+// reference it carries, never by a request's key.
+//
+//   - Charge(key): Prepare under "<key>/prepare" with Reference{OrderID,
+//     Key: key}, then Confirm under "<key>/confirm". When the confirm's
+//     outcome is unknown (a lost answer, a fresh or replayed 500) the intent
+//     is retrieved at once: succeeded → the Charge; no money moved and no
+//     request still running → one confirm under "<key>/confirm/retry" (safe:
+//     the intent can succeed only once); otherwise the unknown outcome is
+//     returned.
+//   - Lookup(key): Find(Reference{Key: key}) (search, then the consistent
+//     list of recent intents); succeeded → the Charge, a decline on the
+//     intent → the *payment.DeclineError, nothing moved → ErrNotFound.
+//   - Refund(chargeKey): the intent found by its reference, then Refund
+//     under the request's key with Reference{Key: key}.
+//
+// A payment method that goes processing or requires_action (bank debits,
+// 3-D Secure) is refused as a final *payment.ProviderError: those finish by
+// webhook, which the service takes with the new seam (issue 16).
+type ChargeBridge struct{ G *Gateway }
+
+var _ payment.ChargeGateway = ChargeBridge{}
+
+// Charge implements payment.ChargeGateway.
+func (b ChargeBridge) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
+	if err := req.Validate(); err != nil {
+		return payment.Charge{}, err
+	}
+	ref := payment.Reference{OrderID: req.OrderID, Key: req.IdempotencyKey}
+	in, err := b.G.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: req.IdempotencyKey + "/prepare", Reference: ref,
+		Amount: req.Amount, Currency: req.Currency})
+	if err != nil {
+		return payment.Charge{}, err
+	}
+	if in.Status == payment.IntentSucceeded {
+		return chargeOf(req.IdempotencyKey, in), nil
+	}
+	got, err := b.G.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: req.IdempotencyKey + "/confirm", IntentID: in.ID,
+		PaymentMethod: req.PaymentMethod, Reference: ref})
+	if payment.IsUnknownOutcome(err) || isUnexpectedState(err) {
+		now, rerr := b.G.Retrieve(ctx, in.ID)
+		switch {
+		case rerr != nil:
+			return payment.Charge{}, err
+		case now.Status == payment.IntentSucceeded:
+			return chargeOf(req.IdempotencyKey, now), nil
+		case now.LastDecline != nil:
+			return payment.Charge{}, now.LastDecline
+		case now.Status == payment.IntentRequiresPaymentMethod || now.Status == payment.IntentRequiresConfirmation:
+			got, err = b.G.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: req.IdempotencyKey + "/confirm/retry", IntentID: in.ID,
+				PaymentMethod: req.PaymentMethod, Reference: ref})
+		}
+	}
+	if err != nil {
+		return payment.Charge{}, err
+	}
+	return b.settled(req.IdempotencyKey, got)
+}
+
+func (b ChargeBridge) settled(key string, in payment.Intent) (payment.Charge, error) {
+	switch in.Status {
+	case payment.IntentSucceeded:
+		return chargeOf(key, in), nil
+	case payment.IntentProcessing, payment.IntentRequiresAction, payment.IntentRequiresCapture:
+		return payment.Charge{}, &payment.ProviderError{Code: string(in.Status),
+			Err: fmt.Errorf("stripe: intent %s is %s; asynchronous payment methods need the provider-object seam (issue 16)", in.ID, in.Status)}
+	}
+	if in.LastDecline != nil {
+		return payment.Charge{}, in.LastDecline
+	}
+	return payment.Charge{}, &payment.ProviderError{Err: fmt.Errorf("stripe: intent %s is %s after confirm", in.ID, in.Status)}
+}
+
+func isUnexpectedState(err error) bool {
+	var pe *payment.ProviderError
+	return errors.As(err, &pe) && pe.Code == "payment_intent_unexpected_state"
+}
+
+func chargeOf(key string, in payment.Intent) payment.Charge {
+	st := payment.ChargeCaptured
+	if in.AmountRefunded > 0 {
+		st = payment.ChargeRefunded
+	}
+	return payment.Charge{ID: in.ID, IdempotencyKey: key, OrderID: in.Reference.OrderID, Amount: in.AmountReceived,
+		Currency: strings.ToUpper(in.Currency), Status: st, CreatedAt: in.CreatedAt}
+}
+
+// Lookup implements payment.ChargeGateway.
+func (b ChargeBridge) Lookup(ctx context.Context, key string) (payment.Charge, error) {
+	in, err := b.G.Find(ctx, payment.Reference{Key: key})
+	if err != nil {
+		return payment.Charge{}, err
+	}
+	if in.Status == payment.IntentSucceeded {
+		return chargeOf(key, in), nil
+	}
+	if in.LastDecline != nil {
+		return payment.Charge{}, in.LastDecline
+	}
+	if in.Status == payment.IntentProcessing || in.Status == payment.IntentRequiresAction {
+		return payment.Charge{}, &payment.ProviderError{Retryable: true, Code: string(in.Status),
+			Err: fmt.Errorf("stripe: intent %s is %s", in.ID, in.Status)}
+	}
+	return payment.Charge{}, fmt.Errorf("stripe: intent %s for %q moved no money (%s): %w", in.ID, key, in.Status, payment.ErrNotFound)
+}
+
+// Refund implements payment.ChargeGateway.
+func (b ChargeBridge) Refund(ctx context.Context, req payment.ChargeRefundRequest) (payment.ChargeRefund, error) {
+	in, err := b.G.Find(ctx, payment.Reference{Key: req.ChargeKey})
+	if err != nil {
+		return payment.ChargeRefund{}, err
+	}
+	if in.AmountReceived == 0 {
+		return payment.ChargeRefund{}, fmt.Errorf("stripe: intent %s for %q received nothing: %w", in.ID, req.ChargeKey, payment.ErrNotFound)
+	}
+	rf, err := b.G.Refund(ctx, payment.RefundRequest{IdempotencyKey: req.IdempotencyKey, IntentID: in.ID, Amount: req.Amount,
+		Reference: payment.Reference{OrderID: in.Reference.OrderID, Key: req.IdempotencyKey}})
+	if err != nil {
+		return payment.ChargeRefund{}, err
+	}
+	return payment.ChargeRefund{ID: rf.ID, ChargeID: in.ID, Amount: rf.Amount, CreatedAt: rf.CreatedAt}, nil
+}

@@ -1,0 +1,55 @@
+package stripepay_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/payment/stripepay"
+	"github.com/orderly/orderly/paysim/stripesim"
+)
+
+// TestChargeBridge: the old seam over Stripe: a saved 500 before anything
+// moved is recovered by one confirm under the retry key; a saved 500 after
+// the capture and a dropped answer resolve to the capture by reading the
+// intent; Lookup finds by reference; one capture each; a decline is final.
+func TestChargeBridge(t *testing.T) {
+	e := start(t, stripesim.Config{})
+	b := stripepay.ChargeBridge{G: e.gw}
+	ctx := context.Background()
+	for _, pm := range []string{"pm_card_visa", stripesim.MethodFaultError, stripesim.MethodFaultCommit500, stripesim.MethodFaultDropAfterCommit} {
+		order := "b-" + pm
+		key := order + "/pay/1"
+		ch, err := b.Charge(ctx, payment.ChargeRequest{IdempotencyKey: key, OrderID: order, Amount: 400, Currency: "EUR", PaymentMethod: pm})
+		if err != nil || ch.Amount != 400 || ch.Status != payment.ChargeCaptured || ch.OrderID != order {
+			t.Fatalf("%s: Charge %+v, %v", pm, ch, err)
+		}
+		again, err := b.Charge(ctx, payment.ChargeRequest{IdempotencyKey: key, OrderID: order, Amount: 400, Currency: "EUR", PaymentMethod: pm})
+		if err != nil || again.ID != ch.ID {
+			t.Fatalf("%s: repeated Charge %+v, %v", pm, again, err)
+		}
+		l, err := b.Lookup(ctx, key)
+		if err != nil || l.ID != ch.ID {
+			t.Fatalf("%s: Lookup %+v, %v", pm, l, err)
+		}
+		if n := e.captures(order); n != 1 {
+			t.Fatalf("%s: %d captures", pm, n)
+		}
+		rf, err := b.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: order + "/refund", ChargeKey: key, Amount: 400})
+		if err != nil || rf.Amount != 400 || rf.ChargeID != ch.ID {
+			t.Fatalf("%s: Refund %+v, %v", pm, rf, err)
+		}
+	}
+	_, err := b.Charge(ctx, payment.ChargeRequest{IdempotencyKey: "d/pay/1", OrderID: "d", Amount: 400, Currency: "EUR", PaymentMethod: stripesim.MethodInsufficientFunds})
+	var de *payment.DeclineError
+	if !errors.As(err, &de) || de.Code != payment.DeclineInsufficientFunds {
+		t.Fatalf("decline: %v", err)
+	}
+	if _, err := b.Lookup(ctx, "d/pay/1"); !errors.As(err, &de) {
+		t.Fatalf("Lookup of the decline: %v", err)
+	}
+	if _, err := b.Lookup(ctx, "none/pay/1"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("Lookup of nothing: %v", err)
+	}
+}
