@@ -17,7 +17,8 @@ import (
 // reference it carries, never by a request's key.
 //
 //   - Charge(key): Prepare under "<key>/prepare" with Reference{OrderID,
-//     Key: key}, then Confirm under "<key>/confirm". When the confirm's
+//     Key: key} (after an unknown outcome with no intent to be found, under
+//     "<key>/prepare/2", … /4), then Confirm under "<key>/confirm". When the confirm's
 //     outcome is unknown (a lost answer, a fresh or replayed 500) the intent
 //     is retrieved at once: succeeded → the Charge; no money moved and no
 //     request still running → one confirm under "<key>/confirm/retry" (safe:
@@ -42,8 +43,7 @@ func (b ChargeBridge) Charge(ctx context.Context, req payment.ChargeRequest) (pa
 		return payment.Charge{}, err
 	}
 	ref := payment.Reference{OrderID: req.OrderID, Key: req.IdempotencyKey}
-	in, err := b.G.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: req.IdempotencyKey + "/prepare", Reference: ref,
-		Amount: req.Amount, Currency: req.Currency})
+	in, err := b.prepare(ctx, req, ref)
 	if err != nil {
 		return payment.Charge{}, err
 	}
@@ -70,6 +70,33 @@ func (b ChargeBridge) Charge(ctx context.Context, req payment.ChargeRequest) (pa
 		return payment.Charge{}, err
 	}
 	return b.settled(req.IdempotencyKey, got)
+}
+
+// maxPrepares bounds the creates of one charge key.
+const maxPrepares = 4
+
+// prepare creates (or finds) the intent of req. Stripe replays a saved 500
+// under a key for as long as it keeps it, so when a create's outcome is
+// unknown and the intent cannot be found by its reference (search, then
+// the consistent list of recent intents), nothing was created under that
+// key and the create is sent under the next key "<key>/prepare/<n>"
+// (creating an intent moves no money; Find prefers an intent that did).
+func (b ChargeBridge) prepare(ctx context.Context, req payment.ChargeRequest, ref payment.Reference) (payment.Intent, error) {
+	key := req.IdempotencyKey + "/prepare"
+	for n := 2; ; n++ {
+		in, err := b.G.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: key, Reference: ref, Amount: req.Amount, Currency: req.Currency})
+		if !payment.IsUnknownOutcome(err) || n > maxPrepares {
+			return in, err
+		}
+		found, ferr := b.G.Find(ctx, ref)
+		switch {
+		case ferr == nil:
+			return found, nil
+		case !errors.Is(ferr, payment.ErrNotFound):
+			return payment.Intent{}, err
+		}
+		key = fmt.Sprintf("%s/prepare/%d", req.IdempotencyKey, n)
+	}
 }
 
 func (b ChargeBridge) settled(key string, in payment.Intent) (payment.Charge, error) {

@@ -3,10 +3,13 @@ package stripepay_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/payment/stripepay"
+	"github.com/orderly/orderly/paysim"
 	"github.com/orderly/orderly/paysim/stripesim"
 )
 
@@ -51,5 +54,49 @@ func TestChargeBridge(t *testing.T) {
 	}
 	if _, err := b.Lookup(ctx, "none/pay/1"); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("Lookup of nothing: %v", err)
+	}
+}
+
+// faultOnce adds a Paysim-Fault header to the first request whose method
+// and path match.
+type faultOnce struct {
+	rt           http.RoundTripper
+	method, path string
+	fault        string
+	done         atomic.Bool
+}
+
+func (f *faultOnce) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == f.method && r.URL.Path == f.path && f.done.CompareAndSwap(false, true) {
+		r = r.Clone(r.Context())
+		r.Header.Set(paysim.FaultHeader, f.fault)
+	}
+	return f.rt.RoundTrip(r)
+}
+
+// TestChargeBridgeRepreparesAfterASaved500 : a create that saved a 500 with
+// nothing created replays it forever under its key; the bridge finds no
+// intent and creates one under the next key; one capture, and a repeated
+// Charge finds the paid intent.
+func TestChargeBridgeRepreparesAfterASaved500(t *testing.T) {
+	e := start(t, stripesim.Config{})
+	ft := &faultOnce{rt: http.DefaultTransport, method: http.MethodPost, path: "/v1/payment_intents", fault: "error"}
+	gw, err := stripepay.New(stripepay.Options{SecretKey: "sk_test_x", APIBase: e.ts.URL, HTTPClient: &http.Client{Transport: ft}, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := stripepay.ChargeBridge{G: gw}
+	ctx := context.Background()
+	req := payment.ChargeRequest{IdempotencyKey: "rp/pay/1", OrderID: "rp", Amount: 300, Currency: "EUR", PaymentMethod: "pm_card_visa"}
+	ch, err := b.Charge(ctx, req)
+	if err != nil || ch.Amount != 300 {
+		t.Fatalf("Charge: %+v, %v", ch, err)
+	}
+	again, err := b.Charge(ctx, req)
+	if err != nil || again.ID != ch.ID {
+		t.Fatalf("repeated Charge: %+v, %v", again, err)
+	}
+	if n := e.captures("rp"); n != 1 {
+		t.Fatalf("%d captures", n)
 	}
 }

@@ -185,6 +185,12 @@ func (g *Gateway) Prepare(ctx context.Context, req payment.PrepareRequest) (paym
 	p.SetIdempotencyKey(req.IdempotencyKey)
 	g.sent.LoadOrStore(req.Reference.Key, g.now())
 	pi, err := g.sc.V1PaymentIntents.Create(ctx, p)
+	var se *stripe.Error
+	if err == nil || errors.As(err, &se) {
+		// An answer came: the create is no longer executing, and an intent
+		// it made is in the list Find reads.
+		g.sent.Delete(req.Reference.Key)
+	}
 	if err != nil {
 		return payment.Intent{}, classify(ctx, err, true)
 	}
@@ -238,10 +244,18 @@ const maxRecentPages = 10
 // Prepare this process sent less than the lag ago is a retryable
 // *payment.ProviderError with Code "search_lag" (the create may still be
 // executing). A match whose orderly_order_id differs from ref.OrderID is
-// not the caller's intent and is ignored.
+// not the caller's intent and is ignored. Should several intents carry ref
+// (a create retried under another key), the one that received money wins,
+// then one still collecting, then the newest.
 func (g *Gateway) Find(ctx context.Context, ref payment.Reference) (payment.Intent, error) {
 	if ref.Key == "" {
 		return payment.Intent{}, fmt.Errorf("stripepay: find: %w", payment.ErrNotFound)
+	}
+	var best *stripe.PaymentIntent
+	consider := func(pi *stripe.PaymentIntent) {
+		if matches(pi.Metadata, ref) && (best == nil || rank(pi) > rank(best)) {
+			best = pi
+		}
 	}
 	sp := &stripe.PaymentIntentSearchParams{}
 	sp.Query = "metadata['" + MetaReference + "']:'" + strings.ReplaceAll(ref.Key, "'", `\'`) + "'"
@@ -249,9 +263,7 @@ func (g *Gateway) Find(ctx context.Context, ref payment.Reference) (payment.Inte
 		if err != nil {
 			return payment.Intent{}, classify(ctx, err, false)
 		}
-		if matches(pi.Metadata, ref) {
-			return g.Retrieve(ctx, pi.ID)
-		}
+		consider(pi)
 	}
 	lp := &stripe.PaymentIntentListParams{CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: g.now().Add(-2 * g.lag).Unix()}}
 	lp.Limit = stripe.Int64(100)
@@ -260,13 +272,14 @@ func (g *Gateway) Find(ctx context.Context, ref payment.Reference) (payment.Inte
 		if err != nil {
 			return payment.Intent{}, classify(ctx, err, false)
 		}
-		if matches(pi.Metadata, ref) {
-			return g.Retrieve(ctx, pi.ID)
-		}
+		consider(pi)
 		if n++; n >= maxRecentPages*100 {
 			return payment.Intent{}, &payment.ProviderError{Retryable: true, Code: "search_lag",
 				Err: fmt.Errorf("stripe: more than %d intents created within the search lag; cannot tell whether %s exists yet", n, ref)}
 		}
+	}
+	if best != nil {
+		return g.Retrieve(ctx, best.ID)
 	}
 	if t, ok := g.sent.Load(ref.Key); ok {
 		if age := g.now().Sub(t.(time.Time)); age < g.lag {
@@ -275,6 +288,19 @@ func (g *Gateway) Find(ctx context.Context, ref payment.Reference) (payment.Inte
 		}
 	}
 	return payment.Intent{}, fmt.Errorf("stripepay: no PaymentIntent for %s: %w", ref, payment.ErrNotFound)
+}
+
+// rank orders the intents of one reference, should there be several (a
+// create retried under another key): the one that took money first, then
+// one still collecting, then the newest.
+func rank(pi *stripe.PaymentIntent) int64 {
+	switch pi.Status {
+	case stripe.PaymentIntentStatusSucceeded:
+		return 3 << 40
+	case stripe.PaymentIntentStatusProcessing, stripe.PaymentIntentStatusRequiresCapture, stripe.PaymentIntentStatusRequiresAction:
+		return 2 << 40
+	}
+	return pi.Created
 }
 
 func matches(meta map[string]string, ref payment.Reference) bool {
