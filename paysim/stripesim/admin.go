@@ -114,8 +114,10 @@ func (s *Server) adminStats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// stripeFaults is the body of GET and PUT /admin/faults in Stripe mode:
-// paysim's Faults members plus commit_500_rate and lock_timeout_rate.
+// stripeFaults is the body of GET and PUT /admin/stripe/faults: paysim's
+// Faults members plus commit_500_rate and lock_timeout_rate. GET and PUT
+// /admin/faults read and set paysim's Faults only (the shape harnesses of
+// the native API use), keeping the two Stripe rates.
 type stripeFaults struct {
 	paysim.Faults
 	Commit500Rate   float64 `json:"commit_500_rate"`
@@ -136,13 +138,33 @@ func (f stripeFaults) MarshalJSON() ([]byte, error) {
 }
 
 func (s *Server) adminGetFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.currentFaults())
+}
+
+func (s *Server) adminPutFaults(w http.ResponseWriter, r *http.Request) {
+	var f paysim.Faults
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&f); err != nil {
+		invalid(w, "", "malformed JSON body: "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	extra := s.extra
+	s.mu.Unlock()
+	if err := s.SetFaults(f, extra[0], extra[1]); err != nil {
+		invalid(w, "", err.Error())
+		return
+	}
+	s.adminGetFaults(w, r)
+}
+
+func (s *Server) adminGetStripeFaults(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	f := stripeFaults{s.faults, s.extra[0], s.extra[1]}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, f)
 }
 
-func (s *Server) adminPutFaults(w http.ResponseWriter, r *http.Request) {
+func (s *Server) adminPutStripeFaults(w http.ResponseWriter, r *http.Request) {
 	var m map[string]json.RawMessage
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&m); err != nil {
 		invalid(w, "", "malformed JSON body: "+err.Error())
@@ -168,7 +190,7 @@ func (s *Server) adminPutFaults(w http.ResponseWriter, r *http.Request) {
 		invalid(w, "", err.Error())
 		return
 	}
-	s.adminGetFaults(w, r)
+	s.adminGetStripeFaults(w, r)
 }
 
 // stripeLedger is GET /admin/stripe/ledger: every PaymentIntent, charge and

@@ -76,8 +76,8 @@
 // error, commit-500, drop-after-commit, timeout, lock-timeout, decline,
 // and latency=<duration>. The pm_card_paysim_* methods fire their fault on
 // a PaymentIntent's first confirmation only. GET and PUT /admin/faults
-// read and set them (paysim's Faults JSON plus commit_500_rate and
-// lock_timeout_rate).
+// read and set paysim's Faults (the native shape); GET and PUT
+// /admin/stripe/faults the same plus commit_500_rate and lock_timeout_rate.
 //
 // # Webhooks
 //

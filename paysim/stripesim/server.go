@@ -153,6 +153,8 @@ func New(ctx context.Context, ledger *paysim.Ledger, native *paysim.Server, c Co
 	m.HandleFunc("GET /admin/stats", s.adminStats)
 	m.HandleFunc("GET /admin/faults", s.adminGetFaults)
 	m.HandleFunc("PUT /admin/faults", s.adminPutFaults)
+	m.HandleFunc("GET /admin/stripe/faults", s.adminGetStripeFaults)
+	m.HandleFunc("PUT /admin/stripe/faults", s.adminPutStripeFaults)
 	m.HandleFunc("GET /admin/stripe/ledger", s.adminStripeLedger)
 	m.HandleFunc("POST /admin/stripe/payment_intents/{id}/authenticate", s.adminComplete(kind3DS))
 	m.HandleFunc("POST /admin/stripe/payment_intents/{id}/settle", s.adminComplete(kindBankDebit))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -415,5 +416,31 @@ func TestRestartKeepsSavedAnswersAndFreesKeysInFlight(t *testing.T) {
 	again := e2.must("POST", "/v1/payment_intents/"+id+"/confirm", "r/pay", url.Values{"payment_method": {stripesim.MethodVisa}})
 	if again.status != 200 || string(again.body) != string(first.body) || again.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("after restart: %d %s", again.status, again.body)
+	}
+}
+
+func TestAdminFaultsKeepTheNativeShape(t *testing.T) {
+	e := start(t, stripesim.Config{Commit500Rate: 0.25})
+	admin := paysim.NewAdminClient(e.ts.URL)
+	f, err := admin.Faults(context.Background()) // strict decoding of paysim.Faults
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.DropRate = 0.5
+	if err := admin.SetFaults(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	r := e.must("GET", "/admin/stripe/faults", "", nil)
+	if m := r.json(t); m["drop_rate"] != 0.5 || m["commit_500_rate"] != 0.25 {
+		t.Fatalf("stripe faults: %s", r.body)
+	}
+	req, _ := http.NewRequest("PUT", e.ts.URL+"/admin/stripe/faults", strings.NewReader(`{"lock_timeout_rate":0.1}`))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("PUT: %v %v", res, err)
+	}
+	res.Body.Close()
+	if m := e.must("GET", "/admin/stripe/faults", "", nil).json(t); m["lock_timeout_rate"] != 0.1 || m["drop_rate"] != 0.0 {
+		t.Fatalf("after PUT: %v", m)
 	}
 }
