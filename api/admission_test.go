@@ -43,7 +43,7 @@ type heldGateway struct {
 func heldEnv(t *testing.T, kind string, opt testenv.Options) (*testenv.Env, *heldGateway) {
 	t.Helper()
 	g := &heldGateway{entered: make(chan struct{}, 64), release: make(chan struct{})}
-	opt.WrapGateway = func(gw payment.ChargeGateway) payment.ChargeGateway { g.Gateway = gw; return g }
+	opt.WrapGateway = func(gw payment.ChargeGateway) payment.ChargeGateway { g.ChargeGateway = gw; return g }
 	env := testenv.New(t, kind, opt)
 	t.Cleanup(g.releaseAll) // cleanups run last-in first-out: before env's
 	return env, g
@@ -57,7 +57,7 @@ func (g *heldGateway) Charge(ctx context.Context, req payment.ChargeRequest) (pa
 	case <-ctx.Done():
 		return payment.Charge{}, ctx.Err()
 	}
-	return g.Gateway.Charge(ctx, req)
+	return g.ChargeGateway.Charge(ctx, req)
 }
 
 // awaitEntered waits until one more charge has started. The timeout only

@@ -86,7 +86,7 @@ func TestPreferWaitIsParsed(t *testing.T) {
 	}}
 	inCall, release := make(chan struct{}), make(chan struct{})
 	env := testenv.New(t, testenv.SQLite, testenv.Options{Observer: obs, WrapGateway: func(g payment.ChargeGateway) payment.ChargeGateway {
-		return &heldCharge{Gateway: g, entered: inCall, release: release}
+		return &heldCharge{ChargeGateway: g, entered: inCall, release: release}
 	}})
 	o := orderIn(t, env, order.Received)
 	key := newKey(t)
@@ -126,7 +126,7 @@ func (g *heldCharge) Charge(ctx context.Context, req payment.ChargeRequest) (pay
 	case <-ctx.Done():
 		return payment.Charge{}, ctx.Err()
 	}
-	return g.Gateway.Charge(ctx, req)
+	return g.ChargeGateway.Charge(ctx, req)
 }
 
 // keyEventObserver is a service.Observer that reports each key event to

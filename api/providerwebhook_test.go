@@ -25,7 +25,7 @@ var webhookSecret = []byte("whsec_api_test")
 type lostReplies struct{ payment.ChargeGateway }
 
 func (g lostReplies) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
-	if _, err := g.Gateway.Charge(ctx, req); err != nil {
+	if _, err := g.ChargeGateway.Charge(ctx, req); err != nil {
 		return payment.Charge{}, err
 	}
 	return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
