@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v85"
+
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/payment/stripepay"
 	"github.com/orderly/orderly/paysim"
@@ -407,5 +409,35 @@ func TestConnectionRefusedIsRetryable(t *testing.T) {
 	_, err = gw.Prepare(context.Background(), payment.PrepareRequest{IdempotencyKey: "k", Reference: payment.Reference{OrderID: "o", Key: "o/pay/1"}, Amount: 1, Currency: "EUR"})
 	if !payment.IsRetryable(err) || payment.IsUnknownOutcome(err) {
 		t.Fatalf("refused: %v", err)
+	}
+}
+
+// TestRequestsPinTheAPIVersionAndSendOnce: every request carries
+// Stripe-Version = stripe-go v85's pinned version and the caller's key; a
+// 500 is not retried by stripe-go (MaxNetworkRetries 0).
+func TestRequestsPinTheAPIVersionAndSendOnce(t *testing.T) {
+	var n atomic.Int64
+	var version, key, auth atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		version.Store(r.Header.Get("Stripe-Version"))
+		key.Store(r.Header.Get("Idempotency-Key"))
+		auth.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":{"type":"api_error","message":"boom"}}`)
+	}))
+	defer srv.Close()
+	gw, err := stripepay.New(stripepay.Options{SecretKey: "sk_test_pin", APIBase: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gw.Prepare(context.Background(), payment.PrepareRequest{IdempotencyKey: "o/pay/1/prepare",
+		Reference: payment.Reference{OrderID: "o", Key: "o/pay/1"}, Amount: 5, Currency: "USD"})
+	if !payment.IsUnknownOutcome(err) {
+		t.Fatalf("500: %v", err)
+	}
+	if n.Load() != 1 || version.Load() != stripe.APIVersion || key.Load() != "o/pay/1/prepare" || auth.Load() != "Bearer sk_test_pin" {
+		t.Fatalf("%d requests, Stripe-Version %v, key %v, auth %v", n.Load(), version.Load(), key.Load(), auth.Load())
 	}
 }

@@ -45,7 +45,11 @@
 // and starts a new request. Keys of requests still executing when the
 // process stopped are cleared at start (their effect rolled back with
 // them). Saved and answered 500s carry Stripe-Should-Retry: false; 429
-// lock_timeout carries Stripe-Should-Retry: true.
+// lock_timeout and 409 idempotency_key_in_use carry Stripe-Should-Retry:
+// true. (Stripe documents the header only as advice its libraries follow —
+// stripe-go's comments expect false on most 500s "since our idempotency
+// framework would typically replay it anyway" and true on lock timeouts —
+// not the exact answers that carry it; these are paysim's choice.)
 //
 // # Search
 //
