@@ -12,6 +12,7 @@
 //	Stripe's answer                                   Gateway error
 //	2xx                                               none
 //	402 card_error (decline_code or code)             *payment.DeclineError (final)
+//	resource_missing of param payment_method          *payment.DeclineError invalid_payment_method
 //	400 idempotency_error                             final *payment.ProviderError wrapping payment.ErrIdempotencyKeyReused
 //	404 resource_missing                              final, wraps payment.ErrNotFound
 //	409 idempotency_key_in_use                        *payment.ProviderError{Retryable: true}: same key, later
@@ -426,6 +427,10 @@ func classify(ctx context.Context, err error, changes bool) error {
 	switch {
 	case se.Type == stripe.ErrorTypeCard || status == http.StatusPaymentRequired:
 		return declineOf(se)
+	case se.Code == stripe.ErrorCodeResourceMissing && se.Param == "payment_method":
+		// An unknown payment method is the customer's to change, as a
+		// decline is (docs.stripe.com/error-codes/resource-missing).
+		return &payment.DeclineError{Code: payment.DeclineInvalidPaymentMethod, Message: se.Msg}
 	case status >= 500:
 		if !changes {
 			pe.Retryable = true

@@ -441,3 +441,13 @@ func TestRequestsPinTheAPIVersionAndSendOnce(t *testing.T) {
 		t.Fatalf("%d requests, Stripe-Version %v, key %v, auth %v", n.Load(), version.Load(), key.Load(), auth.Load())
 	}
 }
+
+func TestUnknownPaymentMethodIsADecline(t *testing.T) {
+	e := start(t, stripesim.Config{})
+	in := e.prepare("o11", 100)
+	_, err := e.confirm(in, "o11/pay/1/confirm", "pm_nonsense")
+	var de *payment.DeclineError
+	if !errors.As(err, &de) || de.Code != payment.DeclineInvalidPaymentMethod {
+		t.Fatalf("unknown method: %v", err)
+	}
+}

@@ -99,4 +99,13 @@ var methods = map[string]method{
 	MethodFaultDropAfterCommit:            {kind: kindCard, fault: faultDrop, typ: "card"},
 	MethodFaultError:                      {kind: kindCard, fault: faultError, typ: "card"},
 	MethodFaultTimeout:                    {kind: kindCard, fault: faultTimeout, typ: "card"},
+	// paysim's native test names (paysim/testmode, paysim.MethodFault*),
+	// so that harnesses written for the native API (orderstorm) run
+	// unchanged in Stripe mode.
+	"pm_card_declined":           {kind: kindDecline, code: "card_declined", declineCode: "generic_decline", message: "Your card was declined.", typ: "card"},
+	"pm_card_insufficient_funds": {kind: kindDecline, code: "card_declined", declineCode: "insufficient_funds", message: "Your card has insufficient funds.", typ: "card"},
+	"pm_fault_drop_after_commit": {kind: kindCard, fault: faultDrop, typ: "card"},
+	"pm_fault_503":               {kind: kindCard, fault: faultError, typ: "card"},
+	"pm_fault_timeout":           {kind: kindCard, fault: faultTimeout, typ: "card"},
+	"pm_fault_latency":           {kind: kindCard, typ: "card"},
 }

@@ -444,3 +444,16 @@ func TestAdminFaultsKeepTheNativeShape(t *testing.T) {
 		t.Fatalf("after PUT: %v", m)
 	}
 }
+
+// TestNativeTestMethodNames: paysim's native test names work in Stripe
+// mode, so orderstorm's storms run unchanged.
+func TestNativeTestMethodNames(t *testing.T) {
+	e := start(t, stripesim.Config{})
+	for pm, want := range map[string]int{"pm_card_declined": 402, "pm_card_insufficient_funds": 402, "pm_fault_503": 500,
+		"pm_fault_latency": 200} {
+		id := e.createIntent(pm+"/prepare", "n-"+pm, "100")
+		if r := e.must("POST", "/v1/payment_intents/"+id+"/confirm", pm+"/pay", url.Values{"payment_method": {pm}}); r.status != want {
+			t.Errorf("%s: %d %s", pm, r.status, r.body)
+		}
+	}
+}
