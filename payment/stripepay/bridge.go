@@ -20,10 +20,12 @@ import (
 //     Key: key} (after an unknown outcome with no intent to be found, under
 //     "<key>/prepare/2", … /4), then Confirm under "<key>/confirm". When the confirm's
 //     outcome is unknown (a lost answer, a fresh or replayed 500) the intent
-//     is retrieved at once: succeeded → the Charge; no money moved and no
-//     request still running → one confirm under "<key>/confirm/retry" (safe:
-//     the intent can succeed only once); otherwise the unknown outcome is
-//     returned.
+//     is retrieved at once: succeeded → the Charge; no money moved → a
+//     confirm under the next key "<key>/confirm/2", … /4 (safe: the intent
+//     succeeds at most once, whatever the key; a confirm still running
+//     elsewhere makes the next one a 400 payment_intent_unexpected_state or
+//     a 409, and the intent is read again); otherwise the unknown outcome
+//     is returned.
 //   - Lookup(key): Find(Reference{Key: key}) (search, then the consistent
 //     list of recent intents); succeeded → the Charge, a decline on the
 //     intent → the *payment.DeclineError, nothing moved → ErrNotFound.
@@ -50,21 +52,32 @@ func (b ChargeBridge) Charge(ctx context.Context, req payment.ChargeRequest) (pa
 	if in.Status == payment.IntentSucceeded {
 		return chargeOf(req.IdempotencyKey, in), nil
 	}
-	got, err := b.G.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: req.IdempotencyKey + "/confirm", IntentID: in.ID,
-		PaymentMethod: req.PaymentMethod, Reference: ref})
-	if payment.IsUnknownOutcome(err) || isUnexpectedState(err) {
+	key := req.IdempotencyKey + "/confirm"
+	var got payment.Intent
+	for n := 2; ; n++ {
+		got, err = b.G.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: key, IntentID: in.ID, PaymentMethod: req.PaymentMethod, Reference: ref})
+		if !payment.IsUnknownOutcome(err) && !isUnexpectedState(err) {
+			break
+		}
 		now, rerr := b.G.Retrieve(ctx, in.ID)
-		switch {
-		case rerr != nil:
+		if rerr != nil {
 			return payment.Charge{}, err
+		}
+		switch {
 		case now.Status == payment.IntentSucceeded:
 			return chargeOf(req.IdempotencyKey, now), nil
-		case now.LastDecline != nil:
+		case now.LastDecline != nil && now.Status == payment.IntentRequiresPaymentMethod:
+			// The lost confirm (or an earlier one of this key) declined: each
+			// charge key has its own intent.
+
 			return payment.Charge{}, now.LastDecline
-		case now.Status == payment.IntentRequiresPaymentMethod || now.Status == payment.IntentRequiresConfirmation:
-			got, err = b.G.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: req.IdempotencyKey + "/confirm/retry", IntentID: in.ID,
-				PaymentMethod: req.PaymentMethod, Reference: ref})
+		case (now.Status == payment.IntentRequiresPaymentMethod || now.Status == payment.IntentRequiresConfirmation) && n <= maxConfirms:
+			// Nothing moved: confirm again under the next key (the intent
+			// succeeds at most once, whatever the key).
+			key = fmt.Sprintf("%s/confirm/%d", req.IdempotencyKey, n)
+			continue
 		}
+		return payment.Charge{}, err
 	}
 	if err != nil {
 		return payment.Charge{}, err
@@ -72,8 +85,12 @@ func (b ChargeBridge) Charge(ctx context.Context, req payment.ChargeRequest) (pa
 	return b.settled(req.IdempotencyKey, got)
 }
 
-// maxPrepares bounds the creates of one charge key.
-const maxPrepares = 4
+// maxPrepares and maxConfirms bound the creates and the confirms of one
+// charge key.
+const (
+	maxPrepares = 4
+	maxConfirms = 4
+)
 
 // prepare creates (or finds) the intent of req. Stripe replays a saved 500
 // under a key for as long as it keeps it, so when a create's outcome is
