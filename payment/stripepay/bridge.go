@@ -30,7 +30,8 @@ import (
 //     list of recent intents); succeeded → the Charge, a decline on the
 //     intent → the *payment.DeclineError, nothing moved → ErrNotFound.
 //   - Refund(chargeKey): the intent found by its reference, then Refund
-//     under the request's key with Reference{Key: key}.
+//     under the request's key with Reference{Key: key}; see Refund for an
+//     unknown outcome.
 //
 // A payment method that goes processing or requires_action (bank debits,
 // 3-D Secure) is refused as a final *payment.ProviderError: those finish by
@@ -163,7 +164,16 @@ func (b ChargeBridge) Lookup(ctx context.Context, key string) (payment.Charge, e
 	return payment.Charge{}, fmt.Errorf("stripe: intent %s for %q moved no money (%s): %w", in.ID, key, in.Status, payment.ErrNotFound)
 }
 
-// Refund implements payment.ChargeGateway.
+// maxRefunds bounds the refund requests of one refund key.
+const maxRefunds = 4
+
+// Refund implements payment.ChargeGateway. A refund whose outcome is
+// unknown is looked for among the intent's refunds (a consistent list);
+// when Stripe answered the request (a 5xx, so it is not still executing)
+// and no refund carries its reference, nothing was refunded and the refund
+// is sent under the next key "<key>/2", … /4. After an unknown outcome
+// without an answer it is never resent under another key (a refund still
+// executing would be made twice).
 func (b ChargeBridge) Refund(ctx context.Context, req payment.ChargeRefundRequest) (payment.ChargeRefund, error) {
 	in, err := b.G.Find(ctx, payment.Reference{Key: req.ChargeKey})
 	if err != nil {
@@ -172,10 +182,24 @@ func (b ChargeBridge) Refund(ctx context.Context, req payment.ChargeRefundReques
 	if in.AmountReceived == 0 {
 		return payment.ChargeRefund{}, fmt.Errorf("stripe: intent %s for %q received nothing: %w", in.ID, req.ChargeKey, payment.ErrNotFound)
 	}
-	rf, err := b.G.Refund(ctx, payment.RefundRequest{IdempotencyKey: req.IdempotencyKey, IntentID: in.ID, Amount: req.Amount,
-		Reference: payment.Reference{OrderID: in.Reference.OrderID, Key: req.IdempotencyKey}})
-	if err != nil {
-		return payment.ChargeRefund{}, err
+	ref := payment.Reference{OrderID: in.Reference.OrderID, Key: req.IdempotencyKey}
+	key := req.IdempotencyKey
+	for n := 2; ; n++ {
+		rf, err := b.G.Refund(ctx, payment.RefundRequest{IdempotencyKey: key, IntentID: in.ID, Amount: req.Amount, Reference: ref})
+		if err == nil {
+			return payment.ChargeRefund{ID: rf.ID, ChargeID: in.ID, Amount: rf.Amount, CreatedAt: rf.CreatedAt}, nil
+		}
+		if !payment.IsUnknownOutcome(err) {
+			return payment.ChargeRefund{}, err
+		}
+		found, ferr := b.G.FindRefund(ctx, in.ID, ref)
+		switch {
+		case ferr == nil:
+			return payment.ChargeRefund{ID: found.ID, ChargeID: in.ID, Amount: found.Amount, CreatedAt: found.CreatedAt}, nil
+		case errors.Is(ferr, payment.ErrNotFound) && Answered(err) && n <= maxRefunds:
+			key = fmt.Sprintf("%s/%d", req.IdempotencyKey, n)
+		default:
+			return payment.ChargeRefund{}, err
+		}
 	}
-	return payment.ChargeRefund{ID: rf.ID, ChargeID: in.ID, Amount: rf.Amount, CreatedAt: rf.CreatedAt}, nil
 }

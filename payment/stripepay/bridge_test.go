@@ -100,3 +100,33 @@ func TestChargeBridgeRepreparesAfterASaved500(t *testing.T) {
 		t.Fatalf("%d captures", n)
 	}
 }
+
+// TestChargeBridgeRefundAfterASaved500: a refund that saved a 500 with
+// nothing refunded is found missing and sent under the next key; one
+// refund; a repeat finds it.
+func TestChargeBridgeRefundAfterASaved500(t *testing.T) {
+	e := start(t, stripesim.Config{})
+	ft := &faultOnce{rt: http.DefaultTransport, method: http.MethodPost, path: "/v1/refunds", fault: "error"}
+	gw, err := stripepay.New(stripepay.Options{SecretKey: "sk_test_x", APIBase: e.ts.URL, HTTPClient: &http.Client{Transport: ft}, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := stripepay.ChargeBridge{G: gw}
+	ctx := context.Background()
+	if _, err := b.Charge(ctx, payment.ChargeRequest{IdempotencyKey: "rr/pay/1", OrderID: "rr", Amount: 300, Currency: "EUR", PaymentMethod: "pm_card_visa"}); err != nil {
+		t.Fatal(err)
+	}
+	req := payment.ChargeRefundRequest{IdempotencyKey: "rr/refund", ChargeKey: "rr/pay/1", Amount: 300}
+	rf, err := b.Refund(ctx, req)
+	if err != nil || rf.Amount != 300 {
+		t.Fatalf("Refund: %+v, %v", rf, err)
+	}
+	again, err := b.Refund(ctx, req)
+	if err != nil || again.ID != rf.ID {
+		t.Fatalf("repeated Refund: %+v, %v", again, err)
+	}
+	s, err := paysim.NewAdminClient(e.ts.URL).Ledger(ctx)
+	if err != nil || len(s.Refunds) != 1 {
+		t.Fatalf("refunds: %+v, %v", s.Refunds, err)
+	}
+}

@@ -441,7 +441,7 @@ func classify(ctx context.Context, err error, changes bool) error {
 			pe.Retryable = true
 			return pe
 		}
-		pe.Err = fmt.Errorf("%w: %w", payment.ErrUnknownOutcome, cause)
+		pe.Err = fmt.Errorf("%w: %w: %w", payment.ErrUnknownOutcome, errAnswered, cause)
 		return pe
 	case should == "true":
 		pe.Retryable, pe.RetryAfter = true, retryAfter(h)
@@ -460,6 +460,16 @@ func classify(ctx context.Context, err error, changes bool) error {
 	}
 	return pe
 }
+
+// errAnswered marks an unknown outcome that came as an answer (a 5xx,
+// fresh or replayed): the request finished executing at Stripe, so nothing
+// of it is still in flight.
+var errAnswered = errors.New("stripe answered")
+
+// Answered reports whether err is an unknown outcome Stripe answered (a
+// 5xx), as opposed to one without an answer (a timeout, a closed
+// connection), after which the request may still be executing.
+func Answered(err error) bool { return errors.Is(err, errAnswered) }
 
 func retryAfter(h http.Header) time.Duration {
 	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
