@@ -135,7 +135,9 @@ func (g *IntentGateway) answer(key string, a savedAnswer) (savedAnswer, error) {
 	return a, a.err
 }
 
-func notFound(what, id string) error { return fmt.Errorf("%w: no %s %q", payment.ErrNotFound, what, id) }
+func notFound(what, id string) error {
+	return fmt.Errorf("%w: no %s %q", payment.ErrNotFound, what, id)
+}
 
 func unexpectedState(in *payment.Intent, what string) error {
 	return &payment.ProviderError{Code: "payment_intent_unexpected_state",
