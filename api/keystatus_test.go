@@ -85,8 +85,8 @@ func TestPreferWaitIsParsed(t *testing.T) {
 		}
 	}}
 	inCall, release := make(chan struct{}), make(chan struct{})
-	env := testenv.New(t, testenv.SQLite, testenv.Options{Observer: obs, WrapGateway: func(g payment.Gateway) payment.Gateway {
-		return &heldCharge{Gateway: g, entered: inCall, release: release}
+	env := testenv.New(t, testenv.SQLite, testenv.Options{Observer: obs, WrapGateway: func(g payment.ChargeGateway) payment.ChargeGateway {
+		return &heldCharge{ChargeGateway: g, entered: inCall, release: release}
 	}})
 	o := orderIn(t, env, order.Received)
 	key := newKey(t)
@@ -114,7 +114,7 @@ func TestPreferWaitIsParsed(t *testing.T) {
 // heldCharge holds every Charge until release is closed, after closing
 // entered (once) to say a charge has reached the provider.
 type heldCharge struct {
-	payment.Gateway
+	payment.ChargeGateway
 	entered, release chan struct{}
 	once             sync.Once
 }
@@ -126,7 +126,7 @@ func (g *heldCharge) Charge(ctx context.Context, req payment.ChargeRequest) (pay
 	case <-ctx.Done():
 		return payment.Charge{}, ctx.Err()
 	}
-	return g.Gateway.Charge(ctx, req)
+	return g.ChargeGateway.Charge(ctx, req)
 }
 
 // keyEventObserver is a service.Observer that reports each key event to

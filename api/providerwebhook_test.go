@@ -22,10 +22,10 @@ var webhookSecret = []byte("whsec_api_test")
 
 // lostReplies charges, then loses the answer: every pay's outcome is
 // unknown to orderd.
-type lostReplies struct{ payment.Gateway }
+type lostReplies struct{ payment.ChargeGateway }
 
 func (g lostReplies) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
-	if _, err := g.Gateway.Charge(ctx, req); err != nil {
+	if _, err := g.ChargeGateway.Charge(ctx, req); err != nil {
 		return payment.Charge{}, err
 	}
 	return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
@@ -53,7 +53,7 @@ func webhook(t *testing.T, env *testenv.Env, id, typ, chargeKey string, secret [
 func TestProviderWebhook(t *testing.T) {
 	eachStore(t, func(t *testing.T, kind string) {
 		env := testenv.New(t, kind, testenv.Options{
-			WrapGateway:     func(g payment.Gateway) payment.Gateway { return lostReplies{g} },
+			WrapGateway:     func(g payment.ChargeGateway) payment.ChargeGateway { return lostReplies{g} },
 			ProviderWebhook: paysimclient.Webhooks{Secret: webhookSecret},
 		})
 		o := create(t, env, testenv.KeyA, newKey(t), newCustomer(t))

@@ -212,7 +212,7 @@ func TestForgedDeadLetterAhead(t *testing.T) {
 // heldPays holds the charges of the orders in hold until release is
 // closed; others go through at once.
 type heldPays struct {
-	payment.Gateway
+	payment.ChargeGateway
 	mu      sync.Mutex
 	hold    map[string]bool
 	entered chan string
@@ -227,7 +227,7 @@ func (h *heldPays) Charge(ctx context.Context, req payment.ChargeRequest) (payme
 		h.entered <- req.OrderID
 		<-h.release
 	}
-	return h.Gateway.Charge(ctx, req)
+	return h.ChargeGateway.Charge(ctx, req)
 }
 
 // TestSlowCommandsHoldOnlyTheirTenant: five pays of tenant A held in their
@@ -242,7 +242,7 @@ func TestSlowCommandsHoldOnlyTheirTenant(t *testing.T) {
 			h := &heldPays{hold: map[string]bool{}, entered: make(chan string, 16), release: make(chan struct{})}
 			gate := admission.New(admission.Config{MaxInFlight: 16, TenantMaxInFlight: 3})
 			env := testenv.New(t, kind, testenv.Options{Gate: gate,
-				WrapGateway: func(g payment.Gateway) payment.Gateway { h.Gateway = g; return h }})
+				WrapGateway: func(g payment.ChargeGateway) payment.ChargeGateway { h.ChargeGateway = g; return h }})
 			var released sync.Once
 			release := func() { released.Do(func() { close(h.release) }) }
 			s := newStreamEnv(t, env, natsbus.Config{Gate: gate})

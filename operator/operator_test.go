@@ -99,7 +99,7 @@ func newFixtureFailures(t *testing.T, kind string, failures int) *fixture {
 	}
 	clk := testclock.New(testclock.Start)
 	env := testenv.New(t, kind, testenv.Options{Clock: clk, UnresolvedAfter: time.Hour,
-		WrapGateway: func(payment.Gateway) payment.Gateway { return splitGateway{Gateway: long, short: short} },
+		WrapGateway: func(payment.ChargeGateway) payment.ChargeGateway { return splitGateway{Gateway: long, short: short} },
 		WrapWarehouse: func(fulfillment.Warehouse) fulfillment.Warehouse {
 			return splitWarehouse{Warehouse: longWH, short: shortWH}
 		}})

@@ -1,6 +1,13 @@
 // Package payment is the seam between the service and a payment provider:
-// the Gateway interface, its request and result types, and the errors a
-// Gateway returns. It holds no implementation. The in-process simulator is
+// the Gateway interface (Prepare, Confirm, Retrieve, Find, Refund,
+// FindRefund, Cancel on provider objects: Intent and Refund, found again by
+// the Reference Orderly sets on them), its request and result types, the
+// provider events (ProviderEvent) adapters parse from webhooks, and the
+// errors a Gateway returns. Recovery of an unknown outcome reads the
+// provider's object (Retrieve by id, Find by Reference); it never looks a
+// request up by its idempotency key (docs.stripe.com/api/idempotent_requests,
+// docs.stripe.com/payments/paymentintents/lifecycle). ChargeGateway is the
+// older, key-lookup seam, deprecated and being removed. It holds no implementation. The in-process simulator is
 // package paysim/simulator (Gateway); the HTTP client of paysim is package
 // paysim/paysimclient (Gateway).
 //

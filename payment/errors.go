@@ -3,6 +3,7 @@ package payment
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrDeclined is matched, through errors.Is, by every decline: the provider
@@ -11,8 +12,10 @@ import (
 var ErrDeclined = errors.New("payment: declined")
 
 // ErrChargeNotFound is wrapped by the error a Gateway returns when a refund
-// names a ChargeKey under which no charge was captured.
-var ErrChargeNotFound = errors.New("payment: charge not found")
+// names a ChargeKey under which no charge was captured. It is ErrNotFound.
+//
+// Deprecated: use ErrNotFound.
+var ErrChargeNotFound = ErrNotFound
 
 // ErrIdempotencyKeyReused is wrapped, inside a non-retryable *ProviderError,
 // by the error a Gateway returns when an idempotency key is reused with
@@ -65,6 +68,14 @@ type ProviderError struct {
 	Retryable bool
 	// Err is the underlying cause; it may be nil.
 	Err error
+	// Code is the provider's machine-readable error code when it gave one,
+	// such as Stripe's "idempotency_key_in_use" or "lock_timeout"
+	// (docs.stripe.com/error-codes); "" otherwise.
+	Code string
+	// RetryAfter is how long the provider asked the caller to wait before
+	// resending (an HTTP Retry-After, in seconds on the wire); zero when it
+	// said nothing. Only meaningful when Retryable.
+	RetryAfter time.Duration
 }
 
 // Error implements error.
@@ -72,6 +83,9 @@ func (e *ProviderError) Error() string {
 	kind := "final"
 	if e.Retryable {
 		kind = "retryable"
+	}
+	if e.Code != "" {
+		kind += ", " + e.Code
 	}
 	if e.Err == nil {
 		return fmt.Sprintf("payment: provider error (%s)", kind)

@@ -7,11 +7,14 @@ import (
 	"time"
 )
 
-// Gateway charges and refunds through a payment provider. Implementations
+// ChargeGateway is the seam before issue 15, kept only while the service
+// moves to Gateway; it will be removed. Deprecated: use Gateway.
+//
+// ChargeGateway charges and refunds through a payment provider. Implementations
 // must honour IdempotencyKey: a repeated key returns the original result and
 // never captures (or refunds) twice. Implementations must be safe for
 // concurrent use.
-type Gateway interface {
+type ChargeGateway interface {
 	// Charge captures req.Amount minor units of req.Currency with
 	// req.PaymentMethod. A repeated req.IdempotencyKey with the same
 	// parameters returns the original Charge, or the original decline.
@@ -20,7 +23,7 @@ type Gateway interface {
 	// key is req.ChargeKey. A repeated req.IdempotencyKey with the same
 	// parameters returns the original Refund. An unknown ChargeKey yields an
 	// error wrapping ErrChargeNotFound.
-	Refund(ctx context.Context, req RefundRequest) (Refund, error)
+	Refund(ctx context.Context, req ChargeRefundRequest) (ChargeRefund, error)
 	// Lookup returns the outcome the provider recorded under the charge
 	// idempotency key: the Charge (with its current Status), the remembered
 	// decline as a *DeclineError, or an error wrapping ErrChargeNotFound if
@@ -93,8 +96,8 @@ const (
 	ChargeRefunded ChargeStatus = "refunded"
 )
 
-// RefundRequest asks a Gateway to refund (part of) an earlier charge.
-type RefundRequest struct {
+// ChargeRefundRequest asks a Gateway to refund (part of) an earlier charge.
+type ChargeRefundRequest struct {
 	// IdempotencyKey is the provider-side key of the refund, such as
 	// "<order id>/refund". It is required.
 	IdempotencyKey string
@@ -109,15 +112,15 @@ type RefundRequest struct {
 // the final *ProviderError a Gateway answers without refunding anything: for
 // a request without IdempotencyKey. Whether Amount is within what is left
 // of the charge only the provider knows.
-func (r RefundRequest) Validate() error {
+func (r ChargeRefundRequest) Validate() error {
 	if r.IdempotencyKey == "" {
 		return &ProviderError{Err: errors.New("idempotency key is required")}
 	}
 	return nil
 }
 
-// Refund is a refund as the provider records it.
-type Refund struct {
+// ChargeRefund is a refund as the provider records it.
+type ChargeRefund struct {
 	// ID is the provider's refund id, such as "re_" followed by 24 hex digits.
 	ID string
 	// ChargeID is the ID of the refunded Charge.

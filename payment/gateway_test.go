@@ -17,8 +17,8 @@ func TestValidate(t *testing.T) {
 		{"a charge without an idempotency key", func() error { r := ok; r.IdempotencyKey = ""; return r.Validate() }, true},
 		{"a charge without a currency", func() error { r := ok; r.Currency = ""; return r.Validate() }, true},
 		{"a charge of a negative amount", func() error { r := ok; r.Amount = -1; return r.Validate() }, true},
-		{"a refund", RefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 1}.Validate, false},
-		{"a refund without an idempotency key", RefundRequest{ChargeKey: "ord_1/pay"}.Validate, true},
+		{"a refund", ChargeRefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 1}.Validate, false},
+		{"a refund without an idempotency key", ChargeRefundRequest{ChargeKey: "ord_1/pay"}.Validate, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -83,10 +83,20 @@
 // loses the deliveries still pending). WebhookFaults duplicate, drop, delay
 // and reorder them.
 //
+// # Stripe mode
+//
+// Package paysim/stripesim serves, in front of a Server and over the same
+// ledger file (its own tables, migration 00010), the PaymentIntents subset
+// of Stripe's v1 API with Stripe's idempotency semantics (saved answers
+// including 500s, idempotency_error, 409 idempotency_key_in_use, keys
+// pruned after a retention), Stripe's test payment methods and
+// Stripe-signed webhooks; command paysim serves it with -api stripe. See
+// that package for the routes.
+//
 // # Packages beside it
 //
 // Package paysim/paysimclient is the client of this API that Orderly uses:
-// a payment.Gateway and a fulfillment.Warehouse over HTTP. Package
+// a payment.ChargeGateway and a fulfillment.Warehouse over HTTP. Package
 // paysim/simulator is the in-process equivalent, without a network or a
 // ledger file. Package paysim/testmode holds what the server and the
 // in-process simulators share: the test payment methods and SKUs that

@@ -330,3 +330,7 @@ func nullable(s string) any {
 // newID returns prefix followed by 24 random hex digits, in the form the
 // in-process simulators give too.
 func newID(prefix string) string { return testmode.NewID(prefix) }
+
+// DB returns the ledger's database, for the Stripe mode (package
+// paysim/stripesim), whose tables the same migrations create.
+func (l *Ledger) DB() *sql.DB { return l.db }

@@ -281,7 +281,7 @@ type heldRefunds struct {
 	once             sync.Once
 }
 
-func (g *heldRefunds) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
+func (g *heldRefunds) Refund(ctx context.Context, req payment.ChargeRefundRequest) (payment.ChargeRefund, error) {
 	g.once.Do(func() { close(g.entered) })
 	<-g.release
 	return g.Gateway.Refund(ctx, req)

@@ -133,7 +133,7 @@ type Config struct {
 // per-order state: every decision is made from what the store returns.
 type Service struct {
 	store     store.Store
-	gateway   payment.Gateway
+	gateway   payment.ChargeGateway
 	warehouse fulfillment.Warehouse
 	cfg       Config
 	creates   *groupCommit // nil when group commit is off
@@ -141,7 +141,7 @@ type Service struct {
 }
 
 // New returns a Service over st, charging through gw and shipping through wh.
-func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Config) *Service {
+func New(st store.Store, gw payment.ChargeGateway, wh fulfillment.Warehouse, cfg Config) *Service {
 	if cfg.KeyTTL <= 0 {
 		cfg.KeyTTL = idempotency.DefaultKeyTTL
 	}

@@ -642,7 +642,7 @@ func (s *Service) refundEffect() effect {
 				return callResult{class: attention, err: needsAttention(a)}
 			}
 			return s.provider(ctx, ProviderRefund, func(ctx context.Context) callResult {
-				rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: a.ProviderKey,
+				rf, err := s.gateway.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: a.ProviderKey,
 					ChargeKey: charge, Amount: o.Amount})
 				switch {
 				case err == nil:
@@ -698,7 +698,7 @@ func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, versi
 		}
 	}
 	pctx, end := s.obs.StartProviderCall(ctx, ProviderRefund)
-	_, err = s.gateway.Refund(pctx, payment.RefundRequest{
+	_, err = s.gateway.Refund(pctx, payment.ChargeRefundRequest{
 		IdempotencyKey: refundKey(o.ID), ChargeKey: a.ProviderKey, Amount: a.Amount,
 	})
 	switch {

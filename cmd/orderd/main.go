@@ -125,7 +125,10 @@ type Config struct {
 	ReplicaMaxLag        time.Duration // staleness bound of a replica in rotation
 	ReplicaCheckInterval time.Duration // how often each replica's lag is measured
 	Events               EventsConfig
-	usingDevelopmentKey  bool
+	// Stripe selects the payment provider (-payment-provider) and holds
+	// the Stripe settings (stripe.go).
+	Stripe              StripeConfig
+	usingDevelopmentKey bool
 
 	// ProviderWebhookSecret, when set, serves POST /provider/webhooks for
 	// paysim's signed webhooks.
@@ -242,6 +245,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs.DurationVar(&c.ReplicaCheckInterval, "database-replica-check-interval", postgres.DefaultReplicaCheckInterval, "how often each replica's lag is measured; below -database-replica-max-lag")
 	fs.DurationVar(&c.DBLockTimeout, "db-lock-timeout", DefaultDBLockTimeout, "lock_timeout of orderd's PostgreSQL sessions, below -db-statement-timeout; a lock_timeout URL parameter wins")
 	c.Events.flags(fs)
+	c.Stripe.flags(fs)
 	fs.StringVar(&c.ProviderWebhookSecret, "provider-webhook-secret", "", "shared secret of paysim's signed webhooks (at least 16 bytes); empty serves no provider webhook endpoint")
 	fs.StringVar(&c.CommandsNATSURL, "commands-nats-url", "", "nats:// URL of a JetStream server to take commands from (orderly.<tenant>.commands.<op>); empty takes none")
 	fs.StringVar(&c.CommandsStream, "commands-stream", "ORDERLY_COMMANDS", "JetStream stream of commands and dead letters (created if missing)")
@@ -334,6 +338,9 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	if err := c.parseReplicas(*replicas); err != nil {
 		return c, err
 	}
+	if err := c.Stripe.check(&c); err != nil {
+		return c, err
+	}
 	if err := c.checkFailClosed(); err != nil {
 		return c, err
 	}
@@ -415,8 +422,8 @@ func (c *Config) checkFailClosed() error {
 	if c.usingDevelopmentKey {
 		open = append(open, "no API keys are configured (set ORDERD_API_KEYS or ORDERD_API_KEYS_FILE)")
 	}
-	if c.PaymentURL == "" {
-		open = append(open, "no payment provider is configured (set ORDERD_PAYMENT_URL)")
+	if c.PaymentURL == "" && c.Stripe.Provider != ProviderStripe {
+		open = append(open, "no payment provider is configured (set ORDERD_PAYMENT_URL or ORDERD_PAYMENT_PROVIDER=stripe)")
 	}
 	if c.WarehouseURL == "" {
 		open = append(open, "no warehouse is configured (set ORDERD_WAREHOUSE_URL or ORDERD_PAYMENT_URL)")
@@ -734,8 +741,9 @@ func (c Config) logDevelopmentMode(log *slog.Logger) {
 		log.Warn("DEVELOPMENT API KEY IN USE: no ORDERD_API_KEYS configured; do not expose this server",
 			"api_key", DevAPIKey, "tenant", DevTenant, "authorization", "Bearer "+DevAPIKey)
 	}
+	c.Stripe.logStripe(log)
 	var sims []string
-	if c.PaymentURL == "" {
+	if c.PaymentURL == "" && c.Stripe.Provider != ProviderStripe {
 		sims = append(sims, "payment")
 	}
 	if c.WarehouseURL == "" {
@@ -749,11 +757,18 @@ func (c Config) logDevelopmentMode(log *slog.Logger) {
 
 // providers returns the payment gateway and warehouse: HTTP clients of the
 // configured provider, or the built-in simulators.
-func providers(c Config, tel *telemetry) (payment.Gateway, fulfillment.Warehouse, error) {
-	var gw payment.Gateway = simulator.NewGateway()
+func providers(c Config, tel *telemetry) (payment.ChargeGateway, fulfillment.Warehouse, error) {
+	var gw payment.ChargeGateway = simulator.NewGateway()
 	var wh fulfillment.Warehouse = simulator.NewWarehouse()
 	hc := paysimclient.WithHTTPClient(observe.ProviderClient(tel.tp))
-	if c.PaymentURL != "" {
+	switch {
+	case c.Stripe.Provider == ProviderStripe:
+		g, err := stripeGateway(c.Stripe, c, tel)
+		if err != nil {
+			return nil, nil, err
+		}
+		gw = g
+	case c.PaymentURL != "":
 		g, err := paysimclient.NewGateway(c.PaymentURL, paysimclient.WithTimeout(c.ProviderTimeout), hc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("-payment-url: %w", err)

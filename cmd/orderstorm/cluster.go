@@ -68,7 +68,15 @@ type ClusterConfig struct {
 	// ProviderWebhooks, if set (with WithPaysim), has the spawned paysim
 	// send its signed webhooks to the first orderd, with these faults.
 	ProviderWebhooks *ProviderWebhooks
+	// Stripe (with WithPaysim) runs paysim in Stripe mode (-api stripe)
+	// and orderd on the Stripe adapter against it
+	// (ORDERD_PAYMENT_PROVIDER=stripe, ORDERD_STRIPE_API_BASE, and paysim as
+	// ORDERD_WAREHOUSE_URL).
+	Stripe bool
 }
+
+// stormStripeKey is the test key a Stripe-mode cluster uses.
+const stormStripeKey = "sk_test_orderstorm"
 
 // ProviderWebhooks are the provider webhooks of a spawned cluster: paysim
 // signs them with Secret and sends them to orderd's POST /provider/webhooks
@@ -87,6 +95,9 @@ type ProviderWebhooks struct {
 func paysimEnv(cfg ClusterConfig, addr, orderdBase string) []string {
 	env := []string{"PAYSIM_ADDR=" + addr, "PAYSIM_DATA_DIR=" + filepath.Join(cfg.Dir, "paysim-data"),
 		"PAYSIM_TIMEOUT_DELAY=" + cfg.TimeoutDelay.String()}
+	if cfg.Stripe {
+		env = append(env, "PAYSIM_API=stripe", "PAYSIM_STRIPE_SECRET_KEY="+stormStripeKey)
+	}
 	if pw := cfg.ProviderWebhooks; pw != nil && orderdBase != "" {
 		env = append(env, "PAYSIM_WEBHOOK_URL="+orderdBase+"/provider/webhooks", "PAYSIM_WEBHOOK_SECRET="+pw.Secret,
 			fmt.Sprintf("PAYSIM_WEBHOOK_DUPLICATE_RATE=%g", pw.DuplicateRate), fmt.Sprintf("PAYSIM_WEBHOOK_DROP_RATE=%g", pw.DropRate),
@@ -109,6 +120,9 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	c := &Cluster{Dir: cfg.Dir}
 	payURL := cfg.PaysimURL
+	if cfg.Stripe && !cfg.WithPaysim {
+		return nil, errors.New("the Stripe mode needs the spawned paysim")
+	}
 	if cfg.ProviderWebhooks != nil && !cfg.WithPaysim {
 		return nil, errors.New("provider webhooks need the spawned paysim (no -paysim URL)")
 	}
@@ -130,7 +144,11 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		} else {
 			env = append(env, "ORDERD_DATA_DIR="+filepath.Join(cfg.Dir, "orderd-data"))
 		}
-		if payURL != "" {
+		switch {
+		case cfg.Stripe:
+			env = append(env, "ORDERD_PAYMENT_PROVIDER=stripe", "ORDERD_STRIPE_SECRET_KEY="+stormStripeKey,
+				"ORDERD_STRIPE_API_BASE="+payURL, "ORDERD_WAREHOUSE_URL="+payURL)
+		case payURL != "":
 			env = append(env, "ORDERD_PAYMENT_URL="+payURL)
 		}
 		if cfg.ProviderWebhooks != nil {

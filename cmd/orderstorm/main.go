@@ -109,41 +109,45 @@ func main() {
 
 // Config is orderstorm's configuration.
 type Config struct {
-	Mode          string           `json:"mode"`
-	Targets       []string         `json:"targets,omitempty"`
-	Spawn         int              `json:"spawn"`
-	BinDir        string           `json:"-"`
-	WorkDir       string           `json:"-"`
-	KeepWorkDir   bool             `json:"-"`
-	DatabaseURL   string           `json:"-"`
-	PaysimURL     string           `json:"-"`
-	APIKey        string           `json:"-"`
-	Tenant        string           `json:"tenant"`
-	Ops           int64            `json:"ops"`
-	Duration      time.Duration    `json:"duration"`
-	Shoppers      int              `json:"shoppers"`
-	Seed          uint64           `json:"seed"`
-	Fates         faultproxy.Fates `json:"proxy_faults"`
-	ForceProxy    bool             `json:"proxy"`
-	PaysimFaults  paysim.Faults    `json:"paysim_faults"`
-	Mix           Mix              `json:"mix"`
-	KillEvery     time.Duration    `json:"kill_every"`
-	KillPaysim    bool             `json:"kill_paysim"`
-	KillDBEvery   time.Duration    `json:"kill_db_connections_every"`
-	Settle        time.Duration    `json:"settle"`
-	Attempts      int              `json:"client_attempts"`
-	Backoff       time.Duration    `json:"client_backoff"`
-	MaxBackoff    time.Duration    `json:"client_max_backoff"`
-	AttemptTO     time.Duration    `json:"client_attempt_timeout"`
-	OrderdEnv     []string         `json:"orderd_env,omitempty"`
-	DerivedTTL    time.Duration    `json:"derived_key_ttl"`
-	JSONPath      string           `json:"-"`
-	SVGPath       string           `json:"-"`
-	BenchClients  []int            `json:"bench_clients,omitempty"`
-	BenchDuration time.Duration    `json:"bench_duration,omitempty"`
-	Pgbench       string           `json:"-"`
-	BenchSQL      string           `json:"-"`
-	Quiet         bool             `json:"-"`
+	Mode         string           `json:"mode"`
+	Targets      []string         `json:"targets,omitempty"`
+	Spawn        int              `json:"spawn"`
+	BinDir       string           `json:"-"`
+	WorkDir      string           `json:"-"`
+	KeepWorkDir  bool             `json:"-"`
+	DatabaseURL  string           `json:"-"`
+	PaysimURL    string           `json:"-"`
+	APIKey       string           `json:"-"`
+	Tenant       string           `json:"tenant"`
+	Ops          int64            `json:"ops"`
+	Duration     time.Duration    `json:"duration"`
+	Shoppers     int              `json:"shoppers"`
+	Seed         uint64           `json:"seed"`
+	Fates        faultproxy.Fates `json:"proxy_faults"`
+	ForceProxy   bool             `json:"proxy"`
+	PaysimFaults paysim.Faults    `json:"paysim_faults"`
+	// Provider is the payment API of the spawned cluster: "paysim"
+	// (paysim's native API) or "stripe" (paysim -api stripe, orderd on the
+	// Stripe adapter).
+	Provider      string        `json:"provider"`
+	Mix           Mix           `json:"mix"`
+	KillEvery     time.Duration `json:"kill_every"`
+	KillPaysim    bool          `json:"kill_paysim"`
+	KillDBEvery   time.Duration `json:"kill_db_connections_every"`
+	Settle        time.Duration `json:"settle"`
+	Attempts      int           `json:"client_attempts"`
+	Backoff       time.Duration `json:"client_backoff"`
+	MaxBackoff    time.Duration `json:"client_max_backoff"`
+	AttemptTO     time.Duration `json:"client_attempt_timeout"`
+	OrderdEnv     []string      `json:"orderd_env,omitempty"`
+	DerivedTTL    time.Duration `json:"derived_key_ttl"`
+	JSONPath      string        `json:"-"`
+	SVGPath       string        `json:"-"`
+	BenchClients  []int         `json:"bench_clients,omitempty"`
+	BenchDuration time.Duration `json:"bench_duration,omitempty"`
+	Pgbench       string        `json:"-"`
+	BenchSQL      string        `json:"-"`
+	Quiet         bool          `json:"-"`
 	// Webhooks registers a loopback webhook receiver with orderd and checks
 	// the outbox and the deliveries after the storm.
 	Webhooks bool `json:"webhooks"`
@@ -222,6 +226,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.DeleteBusStream, "bus-delete-stream", false, "delete -bus-stream after the run (a stream of the run's own)")
 	fs.BoolVar(&c.Webhooks, "webhooks", false, "receive orderd's webhooks on a loopback endpoint and check them after the storm (orderd needs ORDERD_WEBHOOK_ALLOW_PRIVATE=true; -spawn sets it)")
 	var pw ProviderWebhooks
+	fs.StringVar(&c.Provider, "provider", "paysim", "with -spawn: paysim (its native API) or stripe (paysim -api stripe, and orderd with ORDERD_PAYMENT_PROVIDER=stripe: the Stripe adapter end to end)")
 	providerWebhooks := fs.Bool("provider-webhooks", false, "with -spawn: the spawned paysim sends signed webhooks to the first orderd (ORDERD_PROVIDER_WEBHOOK_SECRET), with the faults below")
 	fs.Float64Var(&pw.DuplicateRate, "provider-webhook-duplicate-rate", 0.3, "with -provider-webhooks: fraction of provider webhooks delivered twice")
 	fs.Float64Var(&pw.DropRate, "provider-webhook-drop-rate", 0.05, "with -provider-webhooks: fraction never delivered")
@@ -281,6 +286,12 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, errors.New("-bus-commands, -bus-twin and -reads must be in [0, 1]")
 	case c.DeleteBusStream && c.Bus.Stream == "" && c.Spawn == 0:
 		return c, errors.New("-bus-delete-stream needs -bus-stream")
+	case c.Provider != "paysim" && c.Provider != "stripe":
+		return c, fmt.Errorf("-provider must be paysim or stripe, not %q", c.Provider)
+	case c.Provider == "stripe" && (c.Spawn == 0 || c.PaysimURL != ""):
+		return c, errors.New("-provider stripe configures the cluster orderstorm spawns: it needs -spawn and no -paysim")
+	case c.Provider == "stripe" && c.ProviderWebhooks != nil:
+		return c, errors.New("-provider stripe with -provider-webhooks: orderd takes no Stripe webhooks yet (issue 15's provider-event inbox)")
 	case c.ProviderWebhooks != nil && (c.Spawn == 0 || c.PaysimURL != ""):
 		return c, errors.New("-provider-webhooks configures the paysim orderstorm spawns: it needs -spawn and no -paysim (with -targets, configure paysim's -webhook-url yourself)")
 	case c.ProviderWebhooks != nil && (pw.DuplicateRate < 0 || pw.DuplicateRate > 1 || pw.DropRate < 0 || pw.DropRate > 1 || pw.Delay < 0 || pw.ReorderWindow < 0):
@@ -411,7 +422,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cluster, err = Spawn(ctx, ClusterConfig{N: cfg.Spawn, DatabaseURL: cfg.DatabaseURL, APIKeys: cfg.Tenant + ":" + cfg.APIKey,
 			WithPaysim: cfg.Mode == "storm" && cfg.PaysimURL == "", PaysimURL: cfg.PaysimURL, BinDir: cfg.BinDir, Dir: work,
-			OrderdEnv: cfg.OrderdEnv, TimeoutDelay: cfg.PaysimFaults.TimeoutDelay, ProviderWebhooks: cfg.ProviderWebhooks})
+			OrderdEnv: cfg.OrderdEnv, TimeoutDelay: cfg.PaysimFaults.TimeoutDelay, ProviderWebhooks: cfg.ProviderWebhooks,
+			Stripe: cfg.Provider == "stripe"})
 		if err != nil {
 			fmt.Fprintln(stderr, "orderstorm:", err)
 			return 2

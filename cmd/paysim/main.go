@@ -10,6 +10,13 @@
 // test may start it with -addr 127.0.0.1:0. SIGINT or SIGTERM shuts down
 // gracefully: injected delays end at once, in-flight requests finish, then
 // the ledger closes.
+//
+// With -api stripe (PAYSIM_API=stripe) paysim speaks the PaymentIntents
+// subset of Stripe's API instead of its own /v1/charges (package
+// paysim/stripesim): form-encoded requests with an sk_test_ Bearer key,
+// Stripe's idempotency layer, Stripe's test payment methods, and
+// Stripe-signed webhooks (-stripe-webhook-secret) to -webhook-url; the
+// warehouse (/v1/shipments) and the admin routes stay.
 package main
 
 import (
@@ -31,6 +38,7 @@ import (
 
 	"github.com/orderly/orderly/internal/flagenv"
 	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/stripesim"
 )
 
 func main() {
@@ -60,6 +68,11 @@ type Config struct {
 	LogLevel        slog.Level
 	// Webhooks are the signed webhooks to send (none without a URL).
 	Webhooks paysim.WebhookConfig
+	// API is "native" (paysim's own /v1/charges API) or "stripe" (the
+	// PaymentIntents subset of Stripe's API, package paysim/stripesim).
+	API string
+	// Stripe configures the Stripe mode.
+	Stripe stripesim.Config
 }
 
 // settings names paysim's flags in its errors with their environment
@@ -90,6 +103,13 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs.Float64Var(&c.Webhooks.Faults.DropRate, "webhook-drop-rate", 0, "fraction of webhook events never delivered")
 	fs.DurationVar(&c.Webhooks.Faults.Delay, "webhook-delay", 0, "delay before each webhook delivery (late webhooks)")
 	fs.DurationVar(&c.Webhooks.Faults.ReorderWindow, "webhook-reorder-window", 0, "random extra delay in [0, window) per delivery, so webhooks overtake each other")
+	fs.StringVar(&c.API, "api", "native", "payment API to serve: native (paysim's /v1/charges) or stripe (Stripe's PaymentIntents subset, Stripe-signed webhooks)")
+	fs.StringVar(&c.Stripe.SecretKey, "stripe-secret-key", "", "with -api stripe: the only sk_test_ key accepted (empty accepts any sk_test_ key)")
+	stripeSecrets := fs.String("stripe-webhook-secret", "", "with -api stripe: webhook signing secrets (Stripe-Signature), comma-separated to sign with several while one rotates; required with -webhook-url")
+	fs.DurationVar(&c.Stripe.SearchLag, "stripe-search-lag", stripesim.DefaultSearchLag, "with -api stripe: how long a new PaymentIntent is invisible to /v1/payment_intents/search (negative: none)")
+	fs.DurationVar(&c.Stripe.IdempotencyRetention, "stripe-idempotency-retention", stripesim.DefaultIdempotencyRetention, "with -api stripe: how long an idempotency key's saved answer is kept before the key starts a new request")
+	fs.Float64Var(&c.Stripe.Commit500Rate, "commit-500-rate", 0, "with -api stripe: fraction of new requests that commit, then save and answer a 500")
+	fs.Float64Var(&c.Stripe.LockTimeoutRate, "lock-timeout-rate", 0, "with -api stripe: fraction of new requests answered 429 lock_timeout (nothing saved)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", paysim.DefaultMaxBodyBytes, "request body limit in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take at shutdown")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -110,7 +130,31 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	if err := c.Webhooks.Faults.Validate(); err != nil {
 		return c, fmt.Errorf("webhook faults: %w", err)
 	}
-	if c.Webhooks.URL != "" && len(c.Webhooks.Secret) < 16 {
+	switch c.API {
+	case "native":
+	case "stripe":
+		var secrets []string
+		for sec := range strings.SplitSeq(*stripeSecrets, ",") {
+			if sec = strings.TrimSpace(sec); sec != "" {
+				secrets = append(secrets, sec)
+			}
+		}
+		if c.Webhooks.URL != "" && len(secrets) == 0 {
+			return c, errors.New("-stripe-webhook-secret (PAYSIM_STRIPE_WEBHOOK_SECRET) is required with -api stripe and -webhook-url")
+		}
+		if c.Stripe.SecretKey != "" && !strings.HasPrefix(c.Stripe.SecretKey, "sk_test_") {
+			return c, errors.New("-stripe-secret-key (PAYSIM_STRIPE_SECRET_KEY) must be an sk_test_ key")
+		}
+		c.Stripe.Webhooks = stripesim.WebhookConfig{URL: c.Webhooks.URL, Secrets: secrets, Faults: c.Webhooks.Faults}
+		c.Stripe.Faults = c.Faults
+		c.Webhooks = paysim.WebhookConfig{}
+		if c.Stripe.SearchLag == 0 {
+			c.Stripe.SearchLag = -1
+		}
+	default:
+		return c, fmt.Errorf("-api (PAYSIM_API) must be native or stripe, not %q", c.API)
+	}
+	if c.API == "native" && c.Webhooks.URL != "" && len(c.Webhooks.Secret) < 16 {
 		return c, errors.New("-webhook-secret (PAYSIM_WEBHOOK_SECRET) of at least 16 bytes is required with -webhook-url")
 	}
 	if c.DataDir == "" {
@@ -135,9 +179,20 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 		return fmt.Errorf("-data-dir: %w", err)
 	}
 	defer ledger.Close()
-	sim, err := paysim.NewServer(ledger, paysim.Config{Faults: c.Faults, Logger: log, MaxBodyBytes: c.MaxBodyBytes, Webhooks: c.Webhooks})
+	native, err := paysim.NewServer(ledger, paysim.Config{Faults: c.Faults, Logger: log, MaxBodyBytes: c.MaxBodyBytes, Webhooks: c.Webhooks})
 	if err != nil {
 		return err
+	}
+	var sim interface {
+		http.Handler
+		StopDelays()
+	} = native
+	if c.API == "stripe" {
+		sc := c.Stripe
+		sc.Logger, sc.MaxBodyBytes = log, c.MaxBodyBytes
+		if sim, err = stripesim.New(ctx, ledger, native, sc); err != nil {
+			return err
+		}
 	}
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", c.Addr)
 	if err != nil {
@@ -153,7 +208,7 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(sim.StopDelays)
-	log.Info("listening", "addr", ln.Addr().String(), "data_dir", c.DataDir, "faults", c.Faults)
+	log.Info("listening", "addr", ln.Addr().String(), "data_dir", c.DataDir, "api", c.API, "faults", c.Faults)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

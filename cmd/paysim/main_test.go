@@ -231,3 +231,24 @@ func TestHelpListsEnvironmentVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestParseConfigStripeMode(t *testing.T) {
+	c, err := ParseConfig([]string{"-api", "stripe", "-webhook-url", "http://127.0.0.1:1/hook", "-stripe-webhook-secret", "whsec_a_0123456789, whsec_b_0123456789",
+		"-stripe-search-lag", "5s", "-commit-500-rate", "0.1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.API != "stripe" || len(c.Stripe.Webhooks.Secrets) != 2 || c.Stripe.Webhooks.URL == "" || c.Webhooks.URL != "" ||
+		c.Stripe.SearchLag != 5*time.Second || c.Stripe.Commit500Rate != 0.1 {
+		t.Fatalf("%+v", c)
+	}
+	for _, args := range [][]string{
+		{"-api", "stripe", "-webhook-url", "http://127.0.0.1:1/hook"},
+		{"-api", "stripe", "-stripe-secret-key", "sk_live_x"},
+		{"-api", "soap"},
+	} {
+		if _, err := ParseConfig(args, io.Discard); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

@@ -75,7 +75,7 @@ type Options struct {
 	// WrapGateway, if set, wraps Env.Gateway in what the service calls, so
 	// a test can hold or observe provider calls. Env.Gateway stays the
 	// simulator underneath, for counting captures.
-	WrapGateway func(payment.Gateway) payment.Gateway
+	WrapGateway func(payment.ChargeGateway) payment.ChargeGateway
 	// WrapWarehouse, if set, wraps Env.Warehouse in what the service
 	// calls, as WrapGateway does the gateway.
 	WrapWarehouse func(fulfillment.Warehouse) fulfillment.Warehouse
@@ -129,7 +129,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		opt.Now = opt.Clock.Now
 	}
 	e.Store = OpenWithClock(t, kind, e.Location, opt.Clock)
-	var gw payment.Gateway = e.Gateway
+	var gw payment.ChargeGateway = e.Gateway
 	if opt.WrapGateway != nil {
 		gw = opt.WrapGateway(gw)
 	}

@@ -1,5 +1,5 @@
 // Package paysimclient adapts paysim's HTTP API to the seams the service
-// depends on: Gateway is a [payment.Gateway] and Warehouse a
+// depends on: Gateway is a [payment.ChargeGateway] and Warehouse a
 // [fulfillment.Warehouse], each talking to a paysim server (command paysim,
 // or a [paysim.Server] in a test) over HTTP.
 //

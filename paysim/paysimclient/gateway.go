@@ -11,7 +11,7 @@ import (
 	"github.com/orderly/orderly/paysim"
 )
 
-// Gateway is a payment.Gateway over paysim's HTTP API: POST /v1/charges and
+// Gateway is a payment.ChargeGateway over paysim's HTTP API: POST /v1/charges and
 // /v1/refunds with an Idempotency-Key header, GET
 // /v1/charges?idempotency_key=K for Lookup.
 //
@@ -45,7 +45,7 @@ type Gateway struct {
 	c *provhttp.Client
 }
 
-var _ payment.Gateway = (*Gateway)(nil)
+var _ payment.ChargeGateway = (*Gateway)(nil)
 
 // NewGateway returns a Gateway for paysim at baseURL, an http or https URL
 // such as "http://127.0.0.1:8090".
@@ -57,7 +57,7 @@ func NewGateway(baseURL string, opts ...Option) (*Gateway, error) {
 	return &Gateway{c: c}, nil
 }
 
-// Charge implements payment.Gateway with POST /v1/charges. A request that
+// Charge implements payment.ChargeGateway with POST /v1/charges. A request that
 // req.Validate refuses fails with its final *payment.ProviderError without
 // a call.
 func (g *Gateway) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
@@ -74,24 +74,24 @@ func (g *Gateway) Charge(ctx context.Context, req payment.ChargeRequest) (paymen
 	return charge(c), nil
 }
 
-// Refund implements payment.Gateway with POST /v1/refunds. A request that
+// Refund implements payment.ChargeGateway with POST /v1/refunds. A request that
 // req.Validate refuses fails with its final *payment.ProviderError without
 // a call.
-func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
+func (g *Gateway) Refund(ctx context.Context, req payment.ChargeRefundRequest) (payment.ChargeRefund, error) {
 	if err := req.Validate(); err != nil {
-		return payment.Refund{}, err
+		return payment.ChargeRefund{}, err
 	}
 	var r paysim.Refund
 	err := g.c.Call(ctx, http.MethodPost, "/v1/refunds", req.IdempotencyKey, paysim.RefundParams{
 		ChargeKey: req.ChargeKey, Amount: req.Amount,
 	}, &r)
 	if err != nil {
-		return payment.Refund{}, payments.translate(err, payment.ErrChargeNotFound)
+		return payment.ChargeRefund{}, payments.translate(err, payment.ErrChargeNotFound)
 	}
-	return payment.Refund{ID: r.ID, ChargeID: r.ChargeID, Amount: r.Amount, CreatedAt: r.CreatedAt.UTC()}, nil
+	return payment.ChargeRefund{ID: r.ID, ChargeID: r.ChargeID, Amount: r.Amount, CreatedAt: r.CreatedAt.UTC()}, nil
 }
 
-// Lookup implements payment.Gateway with GET
+// Lookup implements payment.ChargeGateway with GET
 // /v1/charges?idempotency_key=K. An empty key fails with a final
 // *payment.ProviderError without a call.
 func (g *Gateway) Lookup(ctx context.Context, idempotencyKey string) (payment.Charge, error) {

@@ -194,7 +194,7 @@ func TestGatewayRefund(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rreq := payment.RefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 4200}
+	rreq := payment.ChargeRefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 4200}
 	r, err := gw.Refund(ctx, rreq)
 	if err != nil || r.ChargeID != c.ID || r.Amount != 4200 || r.ID[:3] != "re_" {
 		t.Fatalf("Refund = %+v, %v; want a refund of %s", r, err, c.ID)
@@ -205,11 +205,11 @@ func TestGatewayRefund(t *testing.T) {
 	if got, err := gw.Lookup(ctx, "ord_1/pay"); err != nil || got.Status != payment.ChargeRefunded {
 		t.Errorf("Lookup = %+v, %v; want a refunded charge", got, err)
 	}
-	_, err = gw.Refund(ctx, payment.RefundRequest{IdempotencyKey: "x/refund", ChargeKey: "nope/pay", Amount: 1})
+	_, err = gw.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: "x/refund", ChargeKey: "nope/pay", Amount: 1})
 	if !errors.Is(err, payment.ErrChargeNotFound) {
 		t.Errorf("refund of an unknown charge = %v, want ErrChargeNotFound", err)
 	}
-	_, err = gw.Refund(ctx, payment.RefundRequest{IdempotencyKey: "ord_1/refund-2", ChargeKey: "ord_1/pay", Amount: 1})
+	_, err = gw.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: "ord_1/refund-2", ChargeKey: "ord_1/pay", Amount: 1})
 	var pe *payment.ProviderError
 	if !errors.As(err, &pe) || pe.Retryable {
 		t.Errorf("refund beyond the charge = %v, want a final ProviderError", err)

@@ -1,5 +1,5 @@
 // Package simulator is Orderly's in-process simulated provider: Gateway is
-// a [payment.Gateway] and Warehouse a [fulfillment.Warehouse], both in
+// a [payment.ChargeGateway] and Warehouse a [fulfillment.Warehouse], both in
 // memory, used by orderd as the built-in default (when no provider URL is
 // configured) and by tests that want a provider without a network.
 //

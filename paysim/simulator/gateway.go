@@ -23,7 +23,7 @@ const MethodProviderError = "pm_card_provider_error"
 // MethodProviderError.
 var errProviderUnavailable = errors.New("simulated provider unavailable (503)")
 
-// Gateway is an in-memory payment.Gateway that behaves like a real provider
+// Gateway is an in-memory payment.ChargeGateway that behaves like a real provider
 // with idempotency keys. It declines the test payment methods of package
 // testmode as testmode.Decline says, fails MethodProviderError transiently,
 // and approves every other payment method. It keeps a ledger keyed by
@@ -63,11 +63,11 @@ type chargeEntry struct {
 
 // refundEntry is the remembered outcome of a refund key.
 type refundEntry struct {
-	req    payment.RefundRequest
-	refund payment.Refund
+	req    payment.ChargeRefundRequest
+	refund payment.ChargeRefund
 }
 
-var _ payment.Gateway = (*Gateway)(nil)
+var _ payment.ChargeGateway = (*Gateway)(nil)
 
 // NewGateway returns an empty Gateway with no delay.
 func NewGateway() *Gateway {
@@ -80,7 +80,7 @@ func NewGateway() *Gateway {
 	}
 }
 
-// Charge implements payment.Gateway. It waits Delay first, then, under the
+// Charge implements payment.ChargeGateway. It waits Delay first, then, under the
 // Gateway's lock, replays the outcome remembered for req.IdempotencyKey or
 // evaluates req.PaymentMethod and remembers the outcome. An empty
 // PaymentMethod is declined with payment.DeclineInvalidPaymentMethod; a
@@ -139,7 +139,7 @@ func (g *Gateway) Charge(ctx context.Context, req payment.ChargeRequest) (paymen
 	return c, nil
 }
 
-// Refund implements payment.Gateway. A repeated req.IdempotencyKey with the
+// Refund implements payment.ChargeGateway. A repeated req.IdempotencyKey with the
 // same parameters returns the original Refund; with different parameters it
 // fails with a non-retryable *payment.ProviderError wrapping
 // payment.ErrIdempotencyKeyReused. A ChargeKey with no capture (unknown, or
@@ -147,30 +147,30 @@ func (g *Gateway) Charge(ctx context.Context, req payment.ChargeRequest) (paymen
 // that is negative or exceeds what is left unrefunded fails with a
 // non-retryable *payment.ProviderError. A successful refund marks the charge
 // payment.ChargeRefunded.
-func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
+func (g *Gateway) Refund(ctx context.Context, req payment.ChargeRefundRequest) (payment.ChargeRefund, error) {
 	if err := req.Validate(); err != nil {
-		return payment.Refund{}, err
+		return payment.ChargeRefund{}, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return payment.Refund{}, cancelled(ctx)
+		return payment.ChargeRefund{}, cancelled(ctx)
 	}
 	if e, ok := g.refunds[req.IdempotencyKey]; ok {
 		if e.req != req {
-			return payment.Refund{}, keyReused("refund", req.IdempotencyKey)
+			return payment.ChargeRefund{}, keyReused("refund", req.IdempotencyKey)
 		}
 		return e.refund, nil
 	}
 	ce, ok := g.charges[req.ChargeKey]
 	if !ok || ce.decline != nil {
-		return payment.Refund{}, fmt.Errorf("%w: no captured charge has key %q", payment.ErrChargeNotFound, req.ChargeKey)
+		return payment.ChargeRefund{}, fmt.Errorf("%w: no captured charge has key %q", payment.ErrChargeNotFound, req.ChargeKey)
 	}
 	left := ce.charge.Amount - g.refunded[req.ChargeKey]
 	if req.Amount < 0 || req.Amount > left {
-		return payment.Refund{}, &payment.ProviderError{Err: fmt.Errorf("refund amount %d is outside [0, %d], the unrefunded remainder of charge %s", req.Amount, left, ce.charge.ID)}
+		return payment.ChargeRefund{}, &payment.ProviderError{Err: fmt.Errorf("refund amount %d is outside [0, %d], the unrefunded remainder of charge %s", req.Amount, left, ce.charge.ID)}
 	}
-	r := payment.Refund{
+	r := payment.ChargeRefund{
 		ID:        testmode.NewID("re_"),
 		ChargeID:  ce.charge.ID,
 		Amount:    req.Amount,
@@ -183,7 +183,7 @@ func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (paymen
 	return r, nil
 }
 
-// Lookup implements payment.Gateway: it returns the Charge remembered under
+// Lookup implements payment.ChargeGateway: it returns the Charge remembered under
 // key (with its current Status), a copy of the remembered
 // *payment.DeclineError, or an error wrapping payment.ErrChargeNotFound.
 // Transient failures are never remembered, so a key whose only calls failed

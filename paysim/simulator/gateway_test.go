@@ -314,7 +314,7 @@ func TestGatewayRefund(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := s.Refund(ctx, payment.RefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: c.Amount})
+		r, err := s.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: c.Amount})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,7 +335,7 @@ func TestGatewayRefund(t *testing.T) {
 		if _, err := s.Charge(ctx, chargeReq("ord_1", testmode.MethodApproved)); err != nil {
 			t.Fatal(err)
 		}
-		rr := payment.RefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 4200}
+		rr := payment.ChargeRefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 4200}
 		first, err := s.Refund(ctx, rr)
 		if err != nil {
 			t.Fatal(err)
@@ -357,7 +357,7 @@ func TestGatewayRefund(t *testing.T) {
 		if _, err := s.Charge(ctx, chargeReq("ord_1", testmode.MethodApproved)); err != nil {
 			t.Fatal(err)
 		}
-		rr := payment.RefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 100}
+		rr := payment.ChargeRefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 100}
 		if _, err := s.Refund(ctx, rr); err != nil {
 			t.Fatal(err)
 		}
@@ -374,10 +374,10 @@ func TestGatewayRefund(t *testing.T) {
 		if _, err := s.Charge(ctx, chargeReq("ord_1", testmode.MethodApproved)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Refund(ctx, payment.RefundRequest{IdempotencyKey: "a", ChargeKey: "ord_1/pay", Amount: 4000}); err != nil {
+		if _, err := s.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: "a", ChargeKey: "ord_1/pay", Amount: 4000}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Refund(ctx, payment.RefundRequest{IdempotencyKey: "b", ChargeKey: "ord_1/pay", Amount: 201})
+		_, err := s.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: "b", ChargeKey: "ord_1/pay", Amount: 201})
 		var pe *payment.ProviderError
 		if !errors.As(err, &pe) || pe.Retryable {
 			t.Errorf("err = %v, want non-retryable payment.ProviderError", err)
@@ -400,7 +400,7 @@ func TestGatewayRefund(t *testing.T) {
 			if tt.method != "" {
 				_, _ = s.Charge(ctx, chargeReq("ord_1", tt.method))
 			}
-			_, err := s.Refund(ctx, payment.RefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 1})
+			_, err := s.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 1})
 			if !errors.Is(err, payment.ErrChargeNotFound) {
 				t.Errorf("err = %v, want payment.ErrChargeNotFound", err)
 			}
@@ -437,7 +437,7 @@ func TestGatewayLookup(t *testing.T) {
 	}
 
 	t.Run("a refund shows in the status", func(t *testing.T) {
-		if _, err := s.Refund(ctx, payment.RefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 4200}); err != nil {
+		if _, err := s.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: "ord_1/refund", ChargeKey: "ord_1/pay", Amount: 4200}); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := s.Lookup(ctx, "ord_1/pay"); err != nil || got.Status != payment.ChargeRefunded || got.ID != c.ID {

@@ -1,0 +1,300 @@
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/testmode"
+)
+
+// IntentGateway is an in-memory payment.Gateway: the seam of issue 15 on
+// provider objects (intents), with the semantics of Stripe's PaymentIntents
+// (docs.stripe.com/payments/paymentintents/lifecycle) and of its idempotent
+// requests (docs.stripe.com/api/idempotent_requests), without a network:
+//
+//   - Prepare creates an intent in payment.IntentRequiresPaymentMethod and
+//     moves no money;
+//   - Confirm declines the test payment methods of package testmode as
+//     testmode.Decline says (the intent goes back to
+//     requires_payment_method with LastDecline set, and may be confirmed
+//     again under another key), fails MethodProviderError transiently (not
+//     remembered), and otherwise receives the intent's amount once;
+//   - every call that changes something remembers its answer under its
+//     idempotency key and replays it to a repeat with the same parameters;
+//     other parameters are a final *payment.ProviderError wrapping
+//     payment.ErrIdempotencyKeyReused;
+//   - Refund never returns more than was received; Cancel refuses an intent
+//     that received money.
+//
+// LoseAnswers makes calls take effect and then lose their answers (an
+// unknown outcome), as a connection dropped after the provider committed.
+// It is safe for concurrent use; call NewIntentGateway.
+type IntentGateway struct {
+	// Delay, if positive, is how long every call waits before acting. If
+	// the context ends first nothing is done and the call returns a
+	// retryable *payment.ProviderError wrapping ctx.Err(). Set it before
+	// first use.
+	Delay time.Duration
+
+	mu       sync.Mutex
+	intents  map[string]*payment.Intent // by id
+	byRef    map[string]string          // reference key → intent id
+	saved    map[string]savedAnswer     // by idempotency key
+	refunds  map[string][]payment.Refund
+	received map[string]int64 // order id → minor units received, all intents
+	moves    map[string]int   // order id → confirms that received money
+	lose     int              // calls left whose answers are lost
+}
+
+// savedAnswer is the remembered answer of one idempotency key: the request
+// (to compare parameters) and its result.
+type savedAnswer struct {
+	req    any
+	intent payment.Intent
+	refund payment.Refund
+	err    error
+}
+
+var _ payment.Gateway = (*IntentGateway)(nil)
+
+// NewIntentGateway returns an empty IntentGateway.
+func NewIntentGateway() *IntentGateway {
+	return &IntentGateway{
+		intents:  make(map[string]*payment.Intent),
+		byRef:    make(map[string]string),
+		saved:    make(map[string]savedAnswer),
+		refunds:  make(map[string][]payment.Refund),
+		received: make(map[string]int64),
+		moves:    make(map[string]int),
+	}
+}
+
+// LoseAnswers makes the next n calls that change something (Prepare,
+// Confirm, Refund, Cancel) take effect and then return an error wrapping
+// payment.ErrUnknownOutcome instead of their answer. A repeat of such a
+// call replays the saved answer.
+func (g *IntentGateway) LoseAnswers(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lose = n
+}
+
+// Received returns how many minor units the intents of orderID received
+// (before refunds), from the gateway's own books.
+func (g *IntentGateway) Received(orderID string) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.received[orderID]
+}
+
+// Moves returns how many confirms of orderID's intents received money.
+func (g *IntentGateway) Moves(orderID string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.moves[orderID]
+}
+
+// begin waits Delay, validates, and locks the gateway; the caller unlocks.
+func (g *IntentGateway) begin(ctx context.Context, validate func() error) error {
+	if err := wait(ctx, g.Delay); err != nil {
+		return err
+	}
+	if err := validate(); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	if ctx.Err() != nil {
+		g.mu.Unlock()
+		return cancelled(ctx)
+	}
+	return nil
+}
+
+// replay returns the answer saved under key, if any: ok false when none.
+func (g *IntentGateway) replay(kind, key string, req any) (savedAnswer, bool, error) {
+	s, ok := g.saved[key]
+	if !ok {
+		return savedAnswer{}, false, nil
+	}
+	if s.req != req {
+		return savedAnswer{}, true, keyReused(kind, key)
+	}
+	return s, true, s.err
+}
+
+// answer saves a under key and returns its result, or a lost answer.
+func (g *IntentGateway) answer(key string, a savedAnswer) (savedAnswer, error) {
+	g.saved[key] = a
+	if g.lose > 0 {
+		g.lose--
+		return savedAnswer{}, &payment.ProviderError{Err: fmt.Errorf("%w: the answer was lost (simulated)", payment.ErrUnknownOutcome)}
+	}
+	return a, a.err
+}
+
+func notFound(what, id string) error {
+	return fmt.Errorf("%w: no %s %q", payment.ErrNotFound, what, id)
+}
+
+func unexpectedState(in *payment.Intent, what string) error {
+	return &payment.ProviderError{Code: "payment_intent_unexpected_state",
+		Err: fmt.Errorf("cannot %s intent %s in status %s", what, in.ID, in.Status)}
+}
+
+// Prepare implements payment.Gateway.
+func (g *IntentGateway) Prepare(ctx context.Context, req payment.PrepareRequest) (payment.Intent, error) {
+	if err := g.begin(ctx, req.Validate); err != nil {
+		return payment.Intent{}, err
+	}
+	defer g.mu.Unlock()
+	if s, ok, err := g.replay("prepare", req.IdempotencyKey, req); ok {
+		return s.intent, err
+	}
+	in := &payment.Intent{ID: testmode.NewID("pi_"), Reference: req.Reference, Amount: req.Amount,
+		Currency: req.Currency, Status: payment.IntentRequiresPaymentMethod, CreatedAt: time.Now().UTC()}
+	g.intents[in.ID] = in
+	g.byRef[req.Reference.Key] = in.ID
+	s, err := g.answer(req.IdempotencyKey, savedAnswer{req: req, intent: *in})
+	return s.intent, err
+}
+
+// Confirm implements payment.Gateway.
+func (g *IntentGateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
+	if err := g.begin(ctx, req.Validate); err != nil {
+		return payment.Intent{}, err
+	}
+	defer g.mu.Unlock()
+	if s, ok, err := g.replay("confirm", req.IdempotencyKey, req); ok {
+		return s.intent, err
+	}
+	in, ok := g.intents[req.IntentID]
+	if !ok {
+		return payment.Intent{}, notFound("intent", req.IntentID)
+	}
+	if req.PaymentMethod == MethodProviderError {
+		return payment.Intent{}, &payment.ProviderError{Retryable: true, Err: errProviderUnavailable}
+	}
+	a := savedAnswer{req: req}
+	switch {
+	case in.Status.Final() || in.Status == payment.IntentProcessing:
+		a.err = unexpectedState(in, "confirm")
+	default:
+		if code, msg := testmode.Decline(req.PaymentMethod); code != "" {
+			in.Status, in.LastDecline = payment.IntentRequiresPaymentMethod, &payment.DeclineError{Code: code, Message: msg}
+			d := *in.LastDecline
+			a.err = &d
+		} else {
+			in.Status, in.LastDecline, in.AmountReceived = payment.IntentSucceeded, nil, in.Amount
+			g.received[in.Reference.OrderID] += in.Amount
+			g.moves[in.Reference.OrderID]++
+		}
+	}
+	a.intent = *in
+	if a.err != nil {
+		a.intent = payment.Intent{}
+	}
+	s, err := g.answer(req.IdempotencyKey, a)
+	return s.intent, err
+}
+
+// Retrieve implements payment.Gateway.
+func (g *IntentGateway) Retrieve(ctx context.Context, intentID string) (payment.Intent, error) {
+	if err := g.begin(ctx, func() error { return nil }); err != nil {
+		return payment.Intent{}, err
+	}
+	defer g.mu.Unlock()
+	in, ok := g.intents[intentID]
+	if !ok {
+		return payment.Intent{}, notFound("intent", intentID)
+	}
+	return *in, nil
+}
+
+// Find implements payment.Gateway. Its index never lags.
+func (g *IntentGateway) Find(ctx context.Context, ref payment.Reference) (payment.Intent, error) {
+	if err := g.begin(ctx, func() error { return nil }); err != nil {
+		return payment.Intent{}, err
+	}
+	defer g.mu.Unlock()
+	id, ok := g.byRef[ref.Key]
+	if !ok || g.intents[id].Reference != ref {
+		return payment.Intent{}, notFound("intent with reference", ref.String())
+	}
+	return *g.intents[id], nil
+}
+
+// Refund implements payment.Gateway.
+func (g *IntentGateway) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
+	if err := g.begin(ctx, req.Validate); err != nil {
+		return payment.Refund{}, err
+	}
+	defer g.mu.Unlock()
+	if s, ok, err := g.replay("refund", req.IdempotencyKey, req); ok {
+		return s.refund, err
+	}
+	in, ok := g.intents[req.IntentID]
+	if !ok {
+		return payment.Refund{}, notFound("intent", req.IntentID)
+	}
+	a := savedAnswer{req: req}
+	if left := in.AmountReceived - in.AmountRefunded; req.Amount > left {
+		a.err = &payment.ProviderError{Code: "amount_too_large",
+			Err: fmt.Errorf("refund amount %d is above %d, what intent %s has left unrefunded", req.Amount, left, in.ID)}
+	} else {
+		r := payment.Refund{ID: testmode.NewID("re_"), IntentID: in.ID, Reference: req.Reference, Amount: req.Amount,
+			Status: payment.RefundSucceeded, CreatedAt: time.Now().UTC()}
+		in.AmountRefunded += req.Amount
+		g.refunds[in.ID] = append(g.refunds[in.ID], r)
+		a.refund = r
+	}
+	s, err := g.answer(req.IdempotencyKey, a)
+	return s.refund, err
+}
+
+// FindRefund implements payment.Gateway.
+func (g *IntentGateway) FindRefund(ctx context.Context, intentID string, ref payment.Reference) (payment.Refund, error) {
+	if err := g.begin(ctx, func() error { return nil }); err != nil {
+		return payment.Refund{}, err
+	}
+	defer g.mu.Unlock()
+	if _, ok := g.intents[intentID]; !ok {
+		return payment.Refund{}, notFound("intent", intentID)
+	}
+	for _, r := range g.refunds[intentID] {
+		if r.Reference == ref {
+			return r, nil
+		}
+	}
+	return payment.Refund{}, notFound("refund with reference", ref.String())
+}
+
+// Cancel implements payment.Gateway.
+func (g *IntentGateway) Cancel(ctx context.Context, req payment.CancelRequest) (payment.Intent, error) {
+	if err := g.begin(ctx, req.Validate); err != nil {
+		return payment.Intent{}, err
+	}
+	defer g.mu.Unlock()
+	if s, ok, err := g.replay("cancel", req.IdempotencyKey, req); ok {
+		return s.intent, err
+	}
+	in, ok := g.intents[req.IntentID]
+	if !ok {
+		return payment.Intent{}, notFound("intent", req.IntentID)
+	}
+	a := savedAnswer{req: req}
+	switch in.Status {
+	case payment.IntentCanceled:
+	case payment.IntentSucceeded, payment.IntentProcessing:
+		a.err = unexpectedState(in, "cancel")
+	default:
+		in.Status = payment.IntentCanceled
+	}
+	if a.err == nil {
+		a.intent = *in
+	}
+	s, err := g.answer(req.IdempotencyKey, a)
+	return s.intent, err
+}
