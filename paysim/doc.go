@@ -77,7 +77,8 @@
 //
 // With Config.Webhooks.URL set, every new charge, decline and refund sends a
 // WebhookEvent (charge.succeeded, charge.failed, refund.succeeded, with a
-// provider event id) signed with Sign (SignatureHeader; VerifySignature
+// provider event id; its data carries the object id, the idempotency key,
+// the order id, the amount and the currency — a refund's also its charge id) signed with Sign (SignatureHeader; VerifySignature
 // checks it), delivered at least once: retried with exponential backoff and
 // full jitter until a 2xx or WebhookConfig.RetryFor, from memory (a crash
 // loses the deliveries still pending). WebhookFaults duplicate, drop, delay
@@ -95,7 +96,10 @@
 //
 // # Packages beside it
 //
-// Package paysim/paysimclient is the client of this API that Orderly uses:
+// Package paysim/paysimwire holds the API's wire format (bodies, headers,
+// error types, webhook events and their signature), which this package
+// aliases and the client imports, so that orderd links no server. Package
+// paysim/paysimclient is the client of this API that Orderly uses:
 // a payment.ChargeGateway and a fulfillment.Warehouse over HTTP. Package
 // paysim/simulator is the in-process equivalent, without a network or a
 // ledger file. Package paysim/testmode holds what the server and the

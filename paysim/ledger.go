@@ -273,7 +273,7 @@ func scanCharge(row scanner) (Charge, error) {
 func scanRefund(row scanner) (Refund, error) {
 	var r Refund
 	var created int64
-	err := row.Scan(&r.IdempotencyKey, &r.ID, &r.ChargeID, &r.ChargeKey, &r.Amount, &created)
+	err := row.Scan(&r.IdempotencyKey, &r.ID, &r.ChargeID, &r.ChargeKey, &r.OrderID, &r.Currency, &r.Amount, &created)
 	r.CreatedAt = fromMicros(created)
 	return r, err
 }

@@ -252,7 +252,8 @@ var refunds = &operation[RefundParams, Refund]{
 	},
 	create: (*Ledger).CreateRefund,
 	event: func(r Refund) (string, WebhookData) {
-		return EventRefundSucceeded, WebhookData{ObjectID: r.ID, IdempotencyKey: r.IdempotencyKey, Amount: r.Amount}
+		return EventRefundSucceeded, WebhookData{ObjectID: r.ID, IdempotencyKey: r.IdempotencyKey, ChargeID: r.ChargeID,
+			OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency}
 	},
 	refused: func(err error, p RefundParams) (int, apiError, bool) {
 		switch {

@@ -19,7 +19,7 @@ const (
 	SET status = 'refunded', amount_refunded = amount_refunded + ?1
 	WHERE idempotency_key = ?2 AND status <> 'failed' AND amount_refunded + ?1 <= amount`
 
-	refundColumns = `r.idempotency_key, r.id, c.id, r.charge_key, r.amount, r.created_at`
+	refundColumns = `r.idempotency_key, r.id, c.id, r.charge_key, c.order_id, c.currency, r.amount, r.created_at`
 	insertRefund  = `INSERT INTO refunds (idempotency_key, id, charge_key, amount, created_at)
 	VALUES (?, ?, ?, ?, ?)`
 	selectRefund = `SELECT ` + refundColumns + `

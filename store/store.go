@@ -22,6 +22,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 )
 
 // ErrNotFound is returned when an order, key or attempt does not exist for
@@ -438,13 +439,14 @@ type Executor interface {
 	// its own), so the event exists exactly when the change does. A second
 	// event for one (order, sequence) is refused.
 	AppendEvent(ctx context.Context, e event.Event) error
-	// RecordInboxEvent records ev in the provider inbox unless an event with
+	// RecordInboxEvent records ev in the provider inbox (see inbox.go for
+	// what is kept) unless an event with
 	// its (Source, EventID) is there already, and reports whether it
 	// recorded it (false: a duplicate delivery; nothing was written). Run it
 	// in the transaction (InTx) that applies the event's effect, so the
 	// event is recorded exactly when its effect is: a concurrent delivery of
 	// the same event waits for this transaction and then finds it.
-	RecordInboxEvent(ctx context.Context, ev InboxEvent) (recorded bool, err error)
+	RecordInboxEvent(ctx context.Context, ev payment.ProviderEvent) (recorded bool, err error)
 }
 
 // Store persists orders, idempotency keys and provider attempts.
