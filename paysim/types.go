@@ -77,6 +77,10 @@ type (
 	ShipmentParams = paysimwire.ShipmentParams
 	WebhookEvent   = paysimwire.WebhookEvent
 	WebhookData    = paysimwire.WebhookData
+	Intent         = paysimwire.Intent
+	IntentParams   = paysimwire.IntentParams
+	ConfirmParams  = paysimwire.ConfirmParams
+	RefundList     = paysimwire.RefundList
 )
 
 // Statuses, package paysimwire's; the ledger's CHECK constraints hold the
@@ -92,6 +96,7 @@ const (
 // Snapshot is the whole ledger, as GET /admin/ledger returns it. Each list
 // is in creation order and never nil.
 type Snapshot struct {
+	Intents   []Intent   `json:"intents"`
 	Charges   []Charge   `json:"charges"`
 	Refunds   []Refund   `json:"refunds"`
 	Shipments []Shipment `json:"shipments"`

@@ -82,7 +82,10 @@ type Charge struct {
 	AmountRefunded int64        `json:"amount_refunded"`
 	FailureCode    string       `json:"failure_code,omitempty"`
 	FailureMessage string       `json:"failure_message,omitempty"`
-	CreatedAt      time.Time    `json:"created_at"`
+	// PaymentIntent is the intent a confirm made the charge for ("" for
+	// POST /v1/charges).
+	PaymentIntent string    `json:"payment_intent,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
 }
 
 // ChargeParams is the body of POST /v1/charges.
@@ -105,6 +108,10 @@ type Refund struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	ChargeID       string `json:"charge_id"`
 	ChargeKey      string `json:"charge_key"`
+	// PaymentIntent is the refunded charge's intent ("" for a charge made
+	// by POST /v1/charges); Reference is what the refund request set.
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	Reference     string `json:"reference,omitempty"`
 	// OrderID and Currency are the refunded charge's.
 	OrderID   string    `json:"order_id"`
 	Currency  string    `json:"currency"`
@@ -112,10 +119,73 @@ type Refund struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// RefundParams is the body of POST /v1/refunds.
+// RefundParams is the body of POST /v1/refunds: the charge to refund by
+// its key (ChargeKey) or the intent whose capture to refund
+// (PaymentIntent), exactly one of them; Reference is kept with the refund
+// so GET /v1/refunds?payment_intent= finds it again.
 type RefundParams struct {
-	ChargeKey string `json:"charge_key"`
+	ChargeKey     string `json:"charge_key,omitempty"`
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	Amount        int64  `json:"amount"`
+	Reference     string `json:"reference,omitempty"`
+}
+
+// IntentStatus is the status of an Intent, by Stripe's names
+// (docs.stripe.com/payments/paymentintents/lifecycle); paysim uses
+// requires_payment_method, succeeded and canceled.
+type IntentStatus string
+
+// Intent statuses paysim gives.
+const (
+	IntentRequiresPaymentMethod IntentStatus = "requires_payment_method"
+	IntentSucceeded             IntentStatus = "succeeded"
+	IntentCanceled              IntentStatus = "canceled"
+)
+
+// Intent is a payment intent: the object that carries one payment, created
+// without moving money (POST /v1/payment_intents) and confirmed later
+// (POST /v1/payment_intents/{id}/confirm). Its status and amounts are
+// derived from the ledger's charges: succeeded once a confirm captured
+// (AmountReceived = Amount), canceled once canceled, else
+// requires_payment_method with the last decline, if any. Amounts are in
+// minor units of Currency.
+type Intent struct {
+	ID             string       `json:"id"`
+	IdempotencyKey string       `json:"idempotency_key"`
+	OrderID        string       `json:"order_id"`
+	Reference      string       `json:"reference"`
+	Amount         int64        `json:"amount"`
+	Currency       string       `json:"currency"`
+	Status         IntentStatus `json:"status"`
+	AmountReceived int64        `json:"amount_received"`
+	AmountRefunded int64        `json:"amount_refunded"`
+	LastDecline    *Decline     `json:"last_decline,omitempty"`
+	CreatedAt      time.Time    `json:"created_at"`
+}
+
+// Decline is the last declined confirm of an Intent.
+type Decline struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// IntentParams is the body of POST /v1/payment_intents.
+type IntentParams struct {
+	OrderID   string `json:"order_id"`
+	Reference string `json:"reference"`
 	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+}
+
+// ConfirmParams is the body of POST /v1/payment_intents/{id}/confirm.
+type ConfirmParams struct {
+	PaymentMethod string `json:"payment_method"`
+}
+
+// RefundList is GET /v1/refunds?payment_intent=ID: the intent's refunds in
+// creation order (never nil).
+type RefundList struct {
+	Data []Refund `json:"data"`
 }
 
 // Item is one line of a shipment.
