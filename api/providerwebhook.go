@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/orderly/orderly/apperr"
-	"github.com/orderly/orderly/store"
+	"github.com/orderly/orderly/payment"
 )
 
 // ProviderWebhookPath is where the payment provider delivers its webhooks.
@@ -22,9 +22,10 @@ type ProviderWebhook interface {
 	// an error means the sender is not the provider, or the delivery is a
 	// stale replay (401).
 	Authenticate(h http.Header, body []byte) error
-	// Parse turns an authenticated body into an inbox event; an error means
-	// the body is malformed (400).
-	Parse(body []byte) (store.InboxEvent, error)
+	// Parse turns an authenticated body into the payment domain's provider
+	// event (its ReceivedAt is set by the service); an error means the body
+	// is malformed (400).
+	Parse(body []byte) (payment.ProviderEvent, error)
 }
 
 // precheckProviderWebhook answers 401 to a delivery whose signature header

@@ -567,8 +567,9 @@ func TestResolutionRacesWebhookAndCompleter(t *testing.T) {
 			var hook service.InboxOutcome
 			wg.Go(func() {
 				var err error
-				if hook, err = f.env.Service.TakeProviderEvent(ctx, store.InboxEvent{Source: "paysim", EventID: "evt_late",
-					Type: store.ChargeSucceeded, ProviderKey: a.ProviderKey}); err != nil {
+				if hook, err = f.env.Service.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: "evt_late",
+					Type: payment.EventPaymentSucceeded, Reference: payment.Reference{OrderID: a.OrderID, Key: a.ProviderKey},
+					Amount: a.Amount, Currency: a.Currency}); err != nil {
 					t.Errorf("late webhook: %v", err)
 				}
 			})
@@ -636,8 +637,9 @@ func TestLateWebhookSettlesParkedAttempt(t *testing.T) {
 			f := newFixture(t, kind)
 			o, a := f.park()
 			f.capture(o, a)
-			out, err := f.env.Service.TakeProviderEvent(context.Background(), store.InboxEvent{Source: "paysim",
-				EventID: "evt_late", Type: store.ChargeSucceeded, ProviderKey: a.ProviderKey})
+			out, err := f.env.Service.TakeProviderEvent(context.Background(), payment.ProviderEvent{Source: "paysim",
+				EventID: "evt_late", Type: payment.EventPaymentSucceeded, Reference: payment.Reference{OrderID: a.OrderID, Key: a.ProviderKey},
+				Amount: a.Amount, Currency: a.Currency})
 			if err != nil || out != service.InboxApplied {
 				t.Fatalf("late webhook = %q, %v; want applied", out, err)
 			}

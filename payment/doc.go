@@ -21,10 +21,11 @@
 // by *DeclineError) is final. A *ProviderError says for itself whether it is
 // retryable. IsRetryable applies that rule and answers false for anything
 // else. An outcome that may or may not have taken effect wraps
-// ErrUnknownOutcome (IsUnknownOutcome); the caller learns it with Lookup.
-// ChargeRequest.Validate and RefundRequest.Validate give the final error of a
-// request no provider would accept, so every implementation refuses it the
-// same way.
+// ErrUnknownOutcome (IsUnknownOutcome); the caller learns it by reading the
+// provider's object (Gateway: Retrieve, Find, FindRefund; the older
+// ChargeGateway: Lookup). The Validate methods of the requests give the final
+// error of a request no provider would accept, so every implementation
+// refuses it the same way.
 //
 // The package imports neither net/http nor any SQL package. Amounts are int64
 // in minor currency units (cents for USD, yen for JPY); currencies are

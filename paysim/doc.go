@@ -25,15 +25,37 @@
 //	                    "currency","payment_method","status":"captured","amount_refunded","created_at"}
 //	                    402 card_error, code card_declined | insufficient_funds | invalid_payment_method
 //	GET  /v1/charges?idempotency_key=K    200 charge | 402 remembered decline | 404 not_found
-//	POST /v1/refunds    {"charge_key","amount"}   201 refund {"id":"re_…","idempotency_key",
-//	                    "charge_id","charge_key","amount","created_at"}; marks the charge
-//	                    "refunded"; 404 if the key has no capture; 400 amount_too_large
+//	POST /v1/payment_intents  {"order_id","reference","amount","currency"}
+//	                    201 intent {"id":"pi_…","idempotency_key","order_id","reference","amount",
+//	                    "currency","status":"requires_payment_method","amount_received":0,
+//	                    "amount_refunded":0,"created_at"}; moves no money
+//	POST /v1/payment_intents/{id}/confirm  {"payment_method"}
+//	                    201 intent, "status":"succeeded", "amount_received" = amount: a
+//	                    charge of the intent is recorded under the confirm's key (the
+//	                    charges' faults and one-shot methods apply); 402 card_error (the
+//	                    intent stays requires_payment_method with "last_decline":{"code",
+//	                    "message"} and may be confirmed again under another key); 404;
+//	                    400 payment_intent_unexpected_state (canceled, or captured already:
+//	                    an intent captures at most once)
+//	POST /v1/payment_intents/{id}/cancel   {}   201 intent "status":"canceled" (again: the
+//	                    same); 400 payment_intent_unexpected_state if it captured; 404
+//	GET  /v1/payment_intents/{id}          200 intent as it stands | 404
+//	GET  /v1/payment_intents?reference=R&order_id=O   200 the intent made with that
+//	                    reference | 404 (the index is written with the intent: no lag)
+//	POST /v1/refunds    {"charge_key" | "payment_intent","amount","reference"}
+//	                    201 refund {"id":"re_…","idempotency_key","charge_id","charge_key",
+//	                    "payment_intent","reference","order_id","currency","amount",
+//	                    "created_at"}; marks the charge "refunded"; 404 if the key has no
+//	                    capture or the intent does not exist; 400
+//	                    payment_intent_unexpected_state if the intent captured nothing;
+//	                    400 amount_too_large
 //	GET  /v1/refunds?idempotency_key=K    200 refund | 404
+//	GET  /v1/refunds?payment_intent=ID    200 {"data":[refund…]} | 404
 //	POST /v1/shipments  {"order_id","items":[{"sku","quantity","unit_price"}]}
 //	                    201 shipment {"id":"sh_…","idempotency_key","order_id","items","status":"shipped","created_at"}
 //	                    409 out_of_stock (SKUOutOfStock), final and remembered
 //	GET  /v1/shipments?idempotency_key=K  200 shipment | 409 remembered | 404
-//	GET  /admin/ledger  {"charges":[…],"refunds":[…],"shipments":[…]}
+//	GET  /admin/ledger  {"intents":[…],"charges":[…],"refunds":[…],"shipments":[…]}
 //	GET  /admin/stats   Stats: {"captures_by_order","max_captures_per_order","shipments_by_order",
 //	                    "max_shipments_per_order","charges","declines","refunds","shipments",
 //	                    "out_of_stock","requests","faults_injected":{"latency","error","timeout","drop","decline"},
@@ -77,7 +99,8 @@
 //
 // With Config.Webhooks.URL set, every new charge, decline and refund sends a
 // WebhookEvent (charge.succeeded, charge.failed, refund.succeeded, with a
-// provider event id) signed with Sign (SignatureHeader; VerifySignature
+// provider event id; its data carries the object id, the idempotency key,
+// the order id, the amount and the currency — a refund's also its charge id) signed with Sign (SignatureHeader; VerifySignature
 // checks it), delivered at least once: retried with exponential backoff and
 // full jitter until a 2xx or WebhookConfig.RetryFor, from memory (a crash
 // loses the deliveries still pending). WebhookFaults duplicate, drop, delay
@@ -95,7 +118,10 @@
 //
 // # Packages beside it
 //
-// Package paysim/paysimclient is the client of this API that Orderly uses:
+// Package paysim/paysimwire holds the API's wire format (bodies, headers,
+// error types, webhook events and their signature), which this package
+// aliases and the client imports, so that orderd links no server. Package
+// paysim/paysimclient is the client of this API that Orderly uses:
 // a payment.ChargeGateway and a fulfillment.Warehouse over HTTP. Package
 // paysim/simulator is the in-process equivalent, without a network or a
 // ledger file. Package paysim/testmode holds what the server and the

@@ -98,7 +98,8 @@ func (l *Ledger) Charge(ctx context.Context, key string) (Charge, error) {
 // created false; the caller compares parameters.
 func (l *Ledger) CreateCharge(ctx context.Context, c Charge) (_ Charge, created bool, _ error) {
 	res, err := l.db.ExecContext(ctx, insertCharge, c.IdempotencyKey, c.ID, c.OrderID, c.Amount, c.Currency,
-		c.PaymentMethod, string(c.Status), nullable(c.FailureCode), nullable(c.FailureMessage), micros(c.CreatedAt))
+		c.PaymentMethod, string(c.Status), nullable(c.FailureCode), nullable(c.FailureMessage), micros(c.CreatedAt),
+		nullable(c.PaymentIntent))
 	if n, err := affected(res, err); err != nil {
 		return Charge{}, false, translate(err)
 	} else if n == 1 {
@@ -129,6 +130,11 @@ func (l *Ledger) CreateRefund(ctx context.Context, r Refund) (_ Refund, created 
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
+		if r.PaymentIntent != "" {
+			if err := resolveIntentCharge(ctx, tx, &r); err != nil {
+				return err
+			}
+		}
 		res, err := tx.ExecContext(ctx, refundCharge, r.Amount, r.ChargeKey)
 		if n, err := affected(res, err); err != nil {
 			return err
@@ -142,7 +148,7 @@ func (l *Ledger) CreateRefund(ctx context.Context, r Refund) (_ Refund, created 
 			}
 			return fmt.Errorf("%w: %d requested, %d left of charge %s", ErrRefundTooLarge, r.Amount, c.Amount-c.AmountRefunded, c.ID)
 		}
-		if _, err := tx.ExecContext(ctx, insertRefund, r.IdempotencyKey, r.ID, r.ChargeKey, r.Amount, micros(r.CreatedAt)); err != nil {
+		if _, err := tx.ExecContext(ctx, insertRefund, r.IdempotencyKey, r.ID, r.ChargeKey, r.Amount, micros(r.CreatedAt), nullable(r.Reference)); err != nil {
 			return err
 		}
 		created = true
@@ -188,10 +194,14 @@ func (l *Ledger) ClaimFault(ctx context.Context, endpoint, key string, kind Faul
 	return n == 1, translate(err)
 }
 
-// Snapshot returns every charge, refund and shipment, in creation order.
+// Snapshot returns every intent, charge, refund and shipment, in creation
+// order.
 func (l *Ledger) Snapshot(ctx context.Context) (Snapshot, error) {
-	s := Snapshot{Charges: []Charge{}, Refunds: []Refund{}, Shipments: []Shipment{}}
+	s := Snapshot{Intents: []Intent{}, Charges: []Charge{}, Refunds: []Refund{}, Shipments: []Shipment{}}
 	var err error
+	if s.Intents, err = collect(ctx, l.db, listIntents, scanIntent); err != nil {
+		return s, err
+	}
 	if s.Charges, err = collect(ctx, l.db, listCharges, scanCharge); err != nil {
 		return s, err
 	}
@@ -261,11 +271,11 @@ func collect[T any](ctx context.Context, db *sql.DB, query string, scan func(sca
 func scanCharge(row scanner) (Charge, error) {
 	var c Charge
 	var status string
-	var code, msg sql.NullString
+	var code, msg, intent sql.NullString
 	var created int64
 	err := row.Scan(&c.IdempotencyKey, &c.ID, &c.OrderID, &c.Amount, &c.Currency, &c.PaymentMethod,
-		&status, &c.AmountRefunded, &code, &msg, &created)
-	c.Status, c.FailureCode, c.FailureMessage = ChargeStatus(status), code.String, msg.String
+		&status, &c.AmountRefunded, &code, &msg, &created, &intent)
+	c.Status, c.FailureCode, c.FailureMessage, c.PaymentIntent = ChargeStatus(status), code.String, msg.String, intent.String
 	c.CreatedAt = fromMicros(created)
 	return c, err
 }
@@ -273,7 +283,10 @@ func scanCharge(row scanner) (Charge, error) {
 func scanRefund(row scanner) (Refund, error) {
 	var r Refund
 	var created int64
-	err := row.Scan(&r.IdempotencyKey, &r.ID, &r.ChargeID, &r.ChargeKey, &r.Amount, &created)
+	var intent, ref sql.NullString
+	err := row.Scan(&r.IdempotencyKey, &r.ID, &r.ChargeID, &r.ChargeKey, &r.OrderID, &r.Currency, &r.Amount, &created,
+		&intent, &ref)
+	r.PaymentIntent, r.Reference = intent.String, ref.String
 	r.CreatedAt = fromMicros(created)
 	return r, err
 }
@@ -302,7 +315,8 @@ func affected(res sql.Result, err error) (int64, error) {
 // → ErrBusy. See sqlitefile.Translate.
 func translate(err error) error {
 	switch {
-	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrChargeNotFound), errors.Is(err, ErrRefundTooLarge):
+	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrChargeNotFound), errors.Is(err, ErrRefundTooLarge),
+		errors.Is(err, ErrIntentNotFound), errors.Is(err, ErrIntentState):
 		return err
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrNotFound

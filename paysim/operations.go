@@ -16,6 +16,8 @@ type operation[P, R any] struct {
 	endpoint string // the route's collection; it also names the one-shot faults' namespace
 	what     string // the outcome's name in messages
 	declines bool   // a decline fault (run-level or FaultHeader) applies
+	// path, if set, completes p from the request's path (an intent id).
+	path func(r *http.Request, p *P)
 	// validate returns why p is malformed, or "".
 	validate func(p P) string
 	// plan returns the latency p adds (a latency test method or SKU) and
@@ -53,6 +55,9 @@ func post[P, R any](s *Server, op *operation[P, R]) http.HandlerFunc {
 		var p P
 		if !s.decode(w, r, &p) {
 			return
+		}
+		if op.path != nil {
+			op.path(r, &p)
 		}
 		if msg := op.validate(p); msg != "" {
 			invalid(w, msg)
@@ -236,8 +241,8 @@ var refunds = &operation[RefundParams, Refund]{
 	what:     "refund",
 	validate: func(p RefundParams) string {
 		switch {
-		case p.ChargeKey == "":
-			return "charge_key is required"
+		case (p.ChargeKey == "") == (p.PaymentIntent == ""):
+			return "exactly one of charge_key and payment_intent is required"
 		case p.Amount < 0:
 			return fmt.Sprintf("amount %d is negative", p.Amount)
 		}
@@ -245,19 +250,26 @@ var refunds = &operation[RefundParams, Refund]{
 	},
 	find: (*Ledger).Refund,
 	same: func(held Refund, p RefundParams) bool {
-		return held.ChargeKey == p.ChargeKey && held.Amount == p.Amount
+		return (p.ChargeKey == "" || held.ChargeKey == p.ChargeKey) && (p.PaymentIntent == "" || held.PaymentIntent == p.PaymentIntent) &&
+			held.Amount == p.Amount && held.Reference == p.Reference
 	},
 	build: func(key string, p RefundParams, _ FaultKind) (Refund, FaultKind) {
-		return Refund{ID: newID("re_"), IdempotencyKey: key, ChargeKey: p.ChargeKey, Amount: p.Amount, CreatedAt: now()}, ""
+		return Refund{ID: newID("re_"), IdempotencyKey: key, ChargeKey: p.ChargeKey, PaymentIntent: p.PaymentIntent,
+			Reference: p.Reference, Amount: p.Amount, CreatedAt: now()}, ""
 	},
 	create: (*Ledger).CreateRefund,
 	event: func(r Refund) (string, WebhookData) {
-		return EventRefundSucceeded, WebhookData{ObjectID: r.ID, IdempotencyKey: r.IdempotencyKey, Amount: r.Amount}
+		return EventRefundSucceeded, WebhookData{ObjectID: r.ID, IdempotencyKey: r.IdempotencyKey, ChargeID: r.ChargeID,
+			OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency}
 	},
 	refused: func(err error, p RefundParams) (int, apiError, bool) {
 		switch {
 		case errors.Is(err, ErrChargeNotFound):
 			return http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: fmt.Sprintf("no captured charge has key %q", p.ChargeKey)}, true
+		case errors.Is(err, ErrIntentNotFound):
+			return http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: fmt.Sprintf("no payment intent %q", p.PaymentIntent)}, true
+		case errors.Is(err, ErrIntentState):
+			return http.StatusBadRequest, apiError{Type: ErrTypeInvalidRequest, Code: CodeIntentState, Message: err.Error()}, true
 		case errors.Is(err, ErrRefundTooLarge):
 			return http.StatusBadRequest, apiError{Type: ErrTypeInvalidRequest, Code: "amount_too_large", Message: err.Error()}, true
 		}

@@ -3,13 +3,13 @@ package paysim
 // All of the ledger's SQL. Timestamps are microseconds since the Unix epoch.
 
 const chargeColumns = `idempotency_key, id, order_id, amount, currency, payment_method, status,
-	amount_refunded, failure_code, failure_message, created_at`
+	amount_refunded, failure_code, failure_message, created_at, payment_intent`
 
 const (
 	// insertCharge claims the key and records the outcome in one statement;
 	// zero rows affected means the key was already held.
 	insertCharge = `INSERT INTO charges (` + chargeColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
 	ON CONFLICT (idempotency_key) DO NOTHING`
 	selectCharge = `SELECT ` + chargeColumns + ` FROM charges WHERE idempotency_key = ?`
 	listCharges  = `SELECT ` + chargeColumns + ` FROM charges ORDER BY created_at, rowid`
@@ -19,12 +19,17 @@ const (
 	SET status = 'refunded', amount_refunded = amount_refunded + ?1
 	WHERE idempotency_key = ?2 AND status <> 'failed' AND amount_refunded + ?1 <= amount`
 
-	refundColumns = `r.idempotency_key, r.id, c.id, r.charge_key, r.amount, r.created_at`
-	insertRefund  = `INSERT INTO refunds (idempotency_key, id, charge_key, amount, created_at)
-	VALUES (?, ?, ?, ?, ?)`
+	refundColumns = `r.idempotency_key, r.id, c.id, r.charge_key, c.order_id, c.currency, r.amount, r.created_at,
+	c.payment_intent, r.reference`
+	insertRefund = `INSERT INTO refunds (idempotency_key, id, charge_key, amount, created_at, reference)
+	VALUES (?, ?, ?, ?, ?, ?)`
 	selectRefund = `SELECT ` + refundColumns + `
 	FROM refunds r JOIN charges c ON c.idempotency_key = r.charge_key
 	WHERE r.idempotency_key = ?`
+	refundsOfIntent = `SELECT ` + refundColumns + `
+	FROM refunds r JOIN charges c ON c.idempotency_key = r.charge_key
+	WHERE c.payment_intent = ?
+	ORDER BY r.created_at, r.rowid`
 	listRefunds = `SELECT ` + refundColumns + `
 	FROM refunds r JOIN charges c ON c.idempotency_key = r.charge_key
 	ORDER BY r.created_at, r.rowid`
@@ -50,4 +55,25 @@ const (
 	(SELECT COUNT(*) FROM refunds),
 	(SELECT COUNT(*) FROM shipments WHERE status = 'shipped'),
 	(SELECT COUNT(*) FROM shipments WHERE status = 'out_of_stock')`
+
+	intentColumns = `i.id, i.idempotency_key, i.order_id, i.reference, i.amount, i.currency, i.created_at,
+	i.canceled_at IS NOT NULL,
+	COALESCE((SELECT c.amount FROM charges c WHERE c.payment_intent = i.id AND c.status <> 'failed'), 0),
+	COALESCE((SELECT c.amount_refunded FROM charges c WHERE c.payment_intent = i.id AND c.status <> 'failed'), 0),
+	EXISTS (SELECT 1 FROM charges c WHERE c.payment_intent = i.id AND c.status <> 'failed'),
+	(SELECT c.failure_code FROM charges c WHERE c.payment_intent = i.id AND c.status = 'failed'
+	 ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1),
+	(SELECT c.failure_message FROM charges c WHERE c.payment_intent = i.id AND c.status = 'failed'
+	 ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1)`
+	insertIntent = `INSERT INTO intents (id, idempotency_key, order_id, reference, amount, currency, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (idempotency_key) DO NOTHING`
+	selectIntent         = `SELECT ` + intentColumns + ` FROM intents i WHERE i.id = ?`
+	selectIntentByKey    = `SELECT ` + intentColumns + ` FROM intents i WHERE i.idempotency_key = ?`
+	selectIntentByRef    = `SELECT ` + intentColumns + ` FROM intents i WHERE i.reference = ? AND i.order_id = ? ORDER BY i.created_at LIMIT 1`
+	listIntents          = `SELECT ` + intentColumns + ` FROM intents i ORDER BY i.created_at, i.rowid`
+	cancelIntent         = `UPDATE intents SET canceled_at = ? WHERE id = ? AND canceled_at IS NULL`
+	insertCancel         = `INSERT INTO cancels (idempotency_key, payment_intent, created_at) VALUES (?, ?, ?)`
+	selectCancelIntentID = `SELECT payment_intent FROM cancels WHERE idempotency_key = ?`
+	capturedChargeKey    = `SELECT idempotency_key FROM charges WHERE payment_intent = ? AND status <> 'failed'`
 )

@@ -12,33 +12,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/orderly/orderly/paysim/paysimwire"
 )
 
-// Headers of the API besides FaultHeader.
+// Headers and error types of the API, package paysimwire's.
 const (
-	// IdempotencyKeyHeader carries the key of every POST to /v1/.
-	IdempotencyKeyHeader = "Idempotency-Key"
-	// ReplayedHeader is "true" on an answer replayed from a key's
-	// remembered outcome.
-	ReplayedHeader = "Idempotent-Replayed"
-)
-
-// Error types of the API's error bodies, {"error":{"type":…}}.
-const (
-	// ErrTypeInvalidRequest (400, 413) is malformed input.
-	ErrTypeInvalidRequest = "invalid_request_error"
-	// ErrTypeIdempotency (422) is a key reused with different parameters.
-	ErrTypeIdempotency = "idempotency_error"
-	// ErrTypeCard (402) is a decline; error.code is the decline code.
-	ErrTypeCard = "card_error"
-	// ErrTypeNotFound (404) is a key with no outcome, or a refund of a
-	// charge with no capture.
-	ErrTypeNotFound = "not_found"
-	// ErrTypeOutOfStock (409) is a shipment that can never be made.
-	ErrTypeOutOfStock = "out_of_stock"
-	// ErrTypeAPI (500, 503, 504) is a failure of paysim itself, injected or
-	// real; nothing was committed.
-	ErrTypeAPI = "api_error"
+	IdempotencyKeyHeader  = paysimwire.IdempotencyKeyHeader
+	ReplayedHeader        = paysimwire.ReplayedHeader
+	ErrTypeInvalidRequest = paysimwire.ErrTypeInvalidRequest
+	ErrTypeIdempotency    = paysimwire.ErrTypeIdempotency
+	ErrTypeCard           = paysimwire.ErrTypeCard
+	ErrTypeNotFound       = paysimwire.ErrTypeNotFound
+	ErrTypeOutOfStock     = paysimwire.ErrTypeOutOfStock
+	ErrTypeAPI            = paysimwire.ErrTypeAPI
 )
 
 // DefaultMaxBodyBytes is the request body limit when Config.MaxBodyBytes is
@@ -111,7 +98,12 @@ func NewServer(l *Ledger, c Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/charges", post(s, charges))
 	s.mux.HandleFunc("GET /v1/charges", get(s, charges))
 	s.mux.HandleFunc("POST /v1/refunds", post(s, refunds))
-	s.mux.HandleFunc("GET /v1/refunds", get(s, refunds))
+	s.mux.HandleFunc("GET /v1/refunds", s.getRefunds(get(s, refunds)))
+	s.mux.HandleFunc("POST /v1/payment_intents", post(s, prepares))
+	s.mux.HandleFunc("GET /v1/payment_intents", s.findIntent)
+	s.mux.HandleFunc("GET /v1/payment_intents/{id}", s.getIntent)
+	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", post(s, confirmOp(l)))
+	s.mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", post(s, cancelOp()))
 	s.mux.HandleFunc("POST /v1/shipments", post(s, shipments))
 	s.mux.HandleFunc("GET /v1/shipments", get(s, shipments))
 	s.mux.HandleFunc("GET /admin/ledger", s.getLedger)

@@ -3,6 +3,7 @@ package paysim
 import (
 	"time"
 
+	"github.com/orderly/orderly/paysim/paysimwire"
 	"github.com/orderly/orderly/paysim/testmode"
 )
 
@@ -62,105 +63,40 @@ const (
 	DeclineInvalidPaymentMethod = testmode.DeclineInvalidPaymentMethod
 )
 
-// ChargeStatus is the status of a Charge.
-type ChargeStatus string
-
-// Charge statuses; the ledger's CHECK constraint holds the same set.
-const (
-	// ChargeCaptured is a capture that has not been refunded.
-	ChargeCaptured ChargeStatus = "captured"
-	// ChargeRefunded is a capture refunded in whole or in part.
-	ChargeRefunded ChargeStatus = "refunded"
-	// ChargeFailed is a declined charge, remembered under its key.
-	ChargeFailed ChargeStatus = "failed"
+// Wire types of the API, package paysimwire's (shared with the client, so
+// that the client links no server).
+type (
+	ChargeStatus   = paysimwire.ChargeStatus
+	ShipmentStatus = paysimwire.ShipmentStatus
+	Charge         = paysimwire.Charge
+	ChargeParams   = paysimwire.ChargeParams
+	Refund         = paysimwire.Refund
+	RefundParams   = paysimwire.RefundParams
+	Item           = paysimwire.Item
+	Shipment       = paysimwire.Shipment
+	ShipmentParams = paysimwire.ShipmentParams
+	WebhookEvent   = paysimwire.WebhookEvent
+	WebhookData    = paysimwire.WebhookData
+	Intent         = paysimwire.Intent
+	IntentParams   = paysimwire.IntentParams
+	ConfirmParams  = paysimwire.ConfirmParams
+	RefundList     = paysimwire.RefundList
 )
 
-// ShipmentStatus is the status of a Shipment.
-type ShipmentStatus string
-
-// Shipment statuses; the ledger's CHECK constraint holds the same set.
+// Statuses, package paysimwire's; the ledger's CHECK constraints hold the
+// same sets.
 const (
-	// ShipmentShipped is a shipment made.
-	ShipmentShipped ShipmentStatus = "shipped"
-	// ShipmentOutOfStock is a remembered final failure.
-	ShipmentOutOfStock ShipmentStatus = "out_of_stock"
+	ChargeCaptured     = paysimwire.ChargeCaptured
+	ChargeRefunded     = paysimwire.ChargeRefunded
+	ChargeFailed       = paysimwire.ChargeFailed
+	ShipmentShipped    = paysimwire.ShipmentShipped
+	ShipmentOutOfStock = paysimwire.ShipmentOutOfStock
 )
-
-// Charge is one charge key's outcome as the ledger records it and the API
-// returns it: a capture, or a decline (Status ChargeFailed, with
-// FailureCode).
-type Charge struct {
-	ID             string       `json:"id"`
-	IdempotencyKey string       `json:"idempotency_key"`
-	OrderID        string       `json:"order_id"`
-	Amount         int64        `json:"amount"`
-	Currency       string       `json:"currency"`
-	PaymentMethod  string       `json:"payment_method"`
-	Status         ChargeStatus `json:"status"`
-	AmountRefunded int64        `json:"amount_refunded"`
-	FailureCode    string       `json:"failure_code,omitempty"`
-	FailureMessage string       `json:"failure_message,omitempty"`
-	CreatedAt      time.Time    `json:"created_at"`
-}
-
-// ChargeParams is the body of POST /v1/charges.
-type ChargeParams struct {
-	OrderID       string `json:"order_id"`
-	Amount        int64  `json:"amount"`
-	Currency      string `json:"currency"`
-	PaymentMethod string `json:"payment_method"`
-}
-
-// Params returns the parameters c was created with, for comparison with a
-// repeated request.
-func (c Charge) Params() ChargeParams {
-	return ChargeParams{OrderID: c.OrderID, Amount: c.Amount, Currency: c.Currency, PaymentMethod: c.PaymentMethod}
-}
-
-// Refund is a refund as the ledger records it.
-type Refund struct {
-	ID             string    `json:"id"`
-	IdempotencyKey string    `json:"idempotency_key"`
-	ChargeID       string    `json:"charge_id"`
-	ChargeKey      string    `json:"charge_key"`
-	Amount         int64     `json:"amount"`
-	CreatedAt      time.Time `json:"created_at"`
-}
-
-// RefundParams is the body of POST /v1/refunds.
-type RefundParams struct {
-	ChargeKey string `json:"charge_key"`
-	Amount    int64  `json:"amount"`
-}
-
-// Item is one line of a shipment.
-type Item struct {
-	SKU       string `json:"sku"`
-	Quantity  int64  `json:"quantity"`
-	UnitPrice int64  `json:"unit_price"`
-}
-
-// Shipment is one shipment key's outcome: a shipment, or a remembered
-// out-of-stock failure (Status ShipmentOutOfStock, with FailureMessage).
-type Shipment struct {
-	ID             string         `json:"id"`
-	IdempotencyKey string         `json:"idempotency_key"`
-	OrderID        string         `json:"order_id"`
-	Items          []Item         `json:"items"`
-	Status         ShipmentStatus `json:"status"`
-	FailureMessage string         `json:"failure_message,omitempty"`
-	CreatedAt      time.Time      `json:"created_at"`
-}
-
-// ShipmentParams is the body of POST /v1/shipments.
-type ShipmentParams struct {
-	OrderID string `json:"order_id"`
-	Items   []Item `json:"items"`
-}
 
 // Snapshot is the whole ledger, as GET /admin/ledger returns it. Each list
 // is in creation order and never nil.
 type Snapshot struct {
+	Intents   []Intent   `json:"intents"`
 	Charges   []Charge   `json:"charges"`
 	Refunds   []Refund   `json:"refunds"`
 	Shipments []Shipment `json:"shipments"`

@@ -3,9 +3,6 @@ package paysim
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,134 +10,42 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/orderly/orderly/paysim/paysimwire"
 	"github.com/orderly/orderly/paysim/testmode"
 )
 
-// SignatureHeader carries a webhook's signature:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the shared
-// secret>" (the Stripe scheme). Several v1 values may appear while a secret
-// is rotated; one matching is enough.
-const SignatureHeader = "Paysim-Signature"
-
-// DefaultSignatureTolerance is how old (or how far ahead) a signature's
-// timestamp may be before VerifySignature refuses it as a replay.
-const DefaultSignatureTolerance = 5 * time.Minute
-
-// Webhook event types.
+// The webhook wire format and its signature are package paysimwire's.
 const (
-	EventChargeSucceeded = "charge.succeeded"
-	EventChargeFailed    = "charge.failed"
-	EventRefundSucceeded = "refund.succeeded"
+	// SignatureHeader is paysimwire.SignatureHeader.
+	SignatureHeader = paysimwire.SignatureHeader
+	// DefaultSignatureTolerance is paysimwire.DefaultSignatureTolerance.
+	DefaultSignatureTolerance = paysimwire.DefaultSignatureTolerance
+	// Webhook event types.
+	EventChargeSucceeded = paysimwire.EventChargeSucceeded
+	EventChargeFailed    = paysimwire.EventChargeFailed
+	EventRefundSucceeded = paysimwire.EventRefundSucceeded
 )
 
-// WebhookEvent is the body of a webhook: a provider event id (unique, the
-// same on every delivery of the event), its type, when it happened, and the
-// object it is about. Data.IdempotencyKey is the key the client sent with
-// the call that made the object, so the client finds its own record.
-type WebhookEvent struct {
-	ID      string      `json:"id"`
-	Type    string      `json:"type"`
-	Created int64       `json:"created"`
-	Data    WebhookData `json:"data"`
-}
+// ErrSignature is paysimwire.ErrSignature.
+var ErrSignature = paysimwire.ErrSignature
 
-// WebhookData is the object a WebhookEvent is about. Amount is in minor
-// units of Currency (empty for a refund).
-type WebhookData struct {
-	ObjectID       string `json:"object_id"`
-	IdempotencyKey string `json:"idempotency_key"`
-	OrderID        string `json:"order_id,omitempty"`
-	Amount         int64  `json:"amount"`
-	Currency       string `json:"currency,omitempty"`
-	DeclineCode    string `json:"decline_code,omitempty"`
-}
+// Sign is paysimwire.Sign.
+func Sign(secret []byte, t time.Time, body []byte) string { return paysimwire.Sign(secret, t, body) }
 
-// Sign returns the SignatureHeader value of body signed with secret at t.
-func Sign(secret []byte, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
-}
-
-func mac(secret []byte, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return m.Sum(nil)
-}
-
-// ErrSignature is returned by VerifySignature for a missing, malformed,
-// wrong or stale signature.
-var ErrSignature = errors.New("paysim: webhook signature does not verify")
-
-// VerifySignature checks header, a SignatureHeader value, against body and
-// secret: one v1 must be the HMAC-SHA256 of "<t>.<body>" (compared in
-// constant time) and t must be within tolerance of now (a replayed old
-// delivery is refused). Errors wrap ErrSignature.
+// VerifySignature is paysimwire.VerifySignature.
 func VerifySignature(secret []byte, header string, body []byte, now time.Time, tolerance time.Duration) error {
-	ts, sigs, err := parseSignature(header, now, tolerance)
-	if err != nil {
-		return err
-	}
-	want := mac(secret, ts, body)
-	for _, s := range sigs {
-		if hmac.Equal(s, want) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: no v1 signature matches", ErrSignature)
+	return paysimwire.VerifySignature(secret, header, body, now, tolerance)
 }
 
-// CheckSignatureHeader checks what VerifySignature can check without the
-// body: that header has the shape t=<unix seconds>,v1=<hex>[,v1=…] and its
-// timestamp is within tolerance of now. A receiver calls it before it reads
-// a body, so a sender without a fresh signature cannot make it read one.
-// Errors wrap ErrSignature.
+// CheckSignatureHeader is paysimwire.CheckSignatureHeader.
 func CheckSignatureHeader(header string, now time.Time, tolerance time.Duration) error {
-	_, _, err := parseSignature(header, now, tolerance)
-	return err
+	return paysimwire.CheckSignatureHeader(header, now, tolerance)
 }
-
-// parseSignature returns the timestamp and the v1 signatures of header,
-// or an error wrapping ErrSignature when it is malformed or its timestamp
-// is outside tolerance of now.
-func parseSignature(header string, now time.Time, tolerance time.Duration) (string, [][]byte, error) {
-	if len(header) > maxSignatureHeader {
-		return "", nil, fmt.Errorf("%w: the header is longer than %d bytes", ErrSignature, maxSignatureHeader)
-	}
-	var ts string
-	var sigs [][]byte
-	for part := range strings.SplitSeq(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		switch {
-		case !ok:
-		case k == "t":
-			ts = v
-		case k == "v1":
-			if b, err := hex.DecodeString(v); err == nil && len(b) == sha256.Size {
-				sigs = append(sigs, b)
-			}
-		}
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(sigs) == 0 {
-		return "", nil, fmt.Errorf("%w: want t=<unix seconds>,v1=<hex>", ErrSignature)
-	}
-	if age := now.Sub(time.Unix(sec, 0)); age > tolerance || age < -tolerance {
-		return "", nil, fmt.Errorf("%w: timestamp %d is outside the tolerance of %s", ErrSignature, sec, tolerance)
-	}
-	return ts, sigs, nil
-}
-
-// maxSignatureHeader bounds the signature header VerifySignature parses
-// (a timestamp and a few signatures while a secret rotates).
-const maxSignatureHeader = 1024
 
 // WebhookFaults are the fault knobs of webhook delivery. The zero value
 // delivers each event once, at once, in order of the outcomes.

@@ -9,6 +9,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/statemachine"
 	"github.com/orderly/orderly/store"
 )
@@ -34,15 +35,31 @@ const (
 	// has its provider key (or the attempt is of another kind); nothing
 	// else changed.
 	InboxUnmatched InboxOutcome = "unmatched"
+	// InboxMismatch: the event was recorded, but its amount, currency or
+	// order id differs from its attempt's: it moved nothing, and an attempt
+	// still open was parked needs_attention for a person (issue 15: a
+	// correctly signed event is still not the provider's API).
+	InboxMismatch InboxOutcome = "mismatch"
+	// InboxIgnored: the event was recorded, but its type moves nothing in
+	// this version (payment.canceled, payment.processing,
+	// payment.requires_action, refund.failed).
+	InboxIgnored InboxOutcome = "ignored"
 )
 
+// ErrorProviderEventMismatch is the error code of an attempt parked because
+// a provider event about it named another amount, currency or order.
+const ErrorProviderEventMismatch = "provider_event_mismatch"
+
 // TakeProviderEvent takes in a provider event (a webhook whose signature the
-// caller verified): in one store transaction it records ev's event id in the
-// inbox and applies its effect — settles the attempt whose provider key the
-// event names and, if the order is still where that attempt left it, moves
-// the order as the state machine decides (charge.succeeded pays it,
-// charge.failed moves its version on as a decline does, refund.succeeded
-// cancels it). The order write is the same compare-and-set as phase 3 of a
+// caller verified, parsed by its adapter into a payment.ProviderEvent): in
+// one store transaction it records ev in the inbox and applies its effect —
+// settles the attempt whose provider key ev.Reference.Key names and, if the
+// order is still where that attempt left it, moves the order as the state
+// machine decides (payment.succeeded pays it, payment.failed moves its
+// version on as a decline does, refund.succeeded cancels it). An event whose
+// Amount or Currency differs from its attempt's, or whose Reference.OrderID
+// names another order, moves nothing: it parks an open attempt
+// needs_attention (InboxMismatch). The order write is the same compare-and-set as phase 3 of a
 // request (see finish), allowed only while the attempt is the order's one
 // open attempt; a lost race rolls the event back with its effect and
 // decides again. So a webhook delivered twice, out of order, late, or while
@@ -52,11 +69,15 @@ const (
 // its next retry or the completer, which then finds the attempt settled and
 // completes the key with its outcome without asking the provider again.
 //
-// Errors: EInvalid (an unknown event type, a missing id or provider key;
-// nothing recorded), EUnavailable (retry the delivery).
-func (s *Service) TakeProviderEvent(ctx context.Context, ev store.InboxEvent) (InboxOutcome, error) {
-	if !ev.Type.Valid() || ev.Source == "" || ev.EventID == "" || ev.ProviderKey == "" {
+// Errors: EInvalid (an unknown event type, a missing id, provider key or
+// currency, a negative amount; nothing recorded), EUnavailable (retry the
+// delivery).
+func (s *Service) TakeProviderEvent(ctx context.Context, ev payment.ProviderEvent) (InboxOutcome, error) {
+	if !ev.Type.Valid() || ev.Source == "" || ev.EventID == "" || ev.Reference.Key == "" {
 		return "", apperr.Errorf(apperr.EInvalid, "a provider event needs a known type, a source, an id and a provider key")
+	}
+	if ev.Currency == "" || ev.Amount < 0 {
+		return "", apperr.Errorf(apperr.EInvalid, "a provider event needs a currency and an amount of at least 0 minor units")
 	}
 	if err := checkInboxEvent(ev); err != nil {
 		return "", err
@@ -83,6 +104,12 @@ func (s *Service) TakeProviderEvent(ctx context.Context, ev store.InboxEvent) (I
 		if err != nil {
 			return "", err
 		}
+		if out == InboxMismatch {
+			s.cfg.Logger.Error("provider event moved nothing: its amount, currency or order differs from its attempt's; "+
+				"the attempt, if open, needs attention", "source", ev.Source, "event_id", ev.EventID, "type", string(ev.Type),
+				"provider_key", ev.Reference.Key, "amount", ev.Amount, "currency", ev.Currency, "order_id", ev.Reference.OrderID)
+			return out, nil
+		}
 		s.cfg.Logger.Info("provider event taken in", "source", ev.Source, "type", string(ev.Type), "outcome", string(out))
 		return out, nil
 	}
@@ -99,9 +126,14 @@ const MaxProviderEventIDLen = 255
 // or the event is EInvalid with a reason per member. PostgreSQL refuses NUL
 // and invalid UTF-8 in text (SQLSTATE 22021), which would otherwise be a
 // 500 that the provider resends forever.
-func checkInboxEvent(ev store.InboxEvent) error {
+func checkInboxEvent(ev payment.ProviderEvent) error {
 	var fe []apperr.FieldError
-	for _, f := range []struct{ name, v string }{{"source", ev.Source}, {"id", ev.EventID}, {"provider_key", ev.ProviderKey}} {
+	for _, f := range []struct{ name, v string }{{"source", ev.Source}, {"id", ev.EventID}, {"provider_key", ev.Reference.Key},
+		{"provider_type", ev.ProviderType}, {"object_id", ev.ObjectID}, {"intent_id", ev.IntentID},
+		{"order_id", ev.Reference.OrderID}, {"currency", ev.Currency}} {
+		if f.v == "" && f.name != "source" && f.name != "id" && f.name != "provider_key" && f.name != "currency" {
+			continue // optional
+		}
 		if reason := order.TextReason(f.v, MaxProviderEventIDLen); reason != "" {
 			fe = append(fe, apperr.FieldError{Field: f.name, Reason: reason})
 		}
@@ -114,20 +146,39 @@ func checkInboxEvent(ev store.InboxEvent) error {
 
 // applyProviderEvent is the effect of a provider event inside the inbox's
 // transaction.
-func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev store.InboxEvent) (InboxOutcome, error) {
-	a, err := tx.GetAttempt(ctx, ev.ProviderKey)
+func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev payment.ProviderEvent) (InboxOutcome, error) {
+	var want store.AttemptKind
+	var ev2 order.Event
+	switch ev.Type {
+	case payment.EventPaymentSucceeded, payment.EventPaymentFailed:
+		want, ev2 = store.AttemptCharge, order.EventPay
+	case payment.EventRefundSucceeded:
+		want, ev2 = store.AttemptRefund, order.EventCancel
+	default:
+		return InboxIgnored, nil
+	}
+	a, err := tx.GetAttempt(ctx, ev.Reference.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return InboxUnmatched, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	want, ev2 := store.AttemptCharge, order.EventPay
-	if ev.Type == store.RefundSucceeded {
-		want, ev2 = store.AttemptRefund, order.EventCancel
-	}
 	if a.Kind != want {
 		return InboxUnmatched, nil
+	}
+	if ev.Amount != a.Amount || ev.Currency != a.Currency || (ev.Reference.OrderID != "" && ev.Reference.OrderID != a.OrderID) {
+		// What the event says is not what Orderly asked for: it moves
+		// nothing. An open attempt is parked for a person; a settled one
+		// keeps its outcome (the provider's API answer).
+		if a.Status.Open() && a.Status != store.AttemptNeedsAttention {
+			err := tx.SettleAttempt(ctx, store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptNeedsAttention,
+				ProviderRef: a.ProviderRef, ErrorCode: ErrorProviderEventMismatch, At: s.cfg.Now()})
+			if err != nil {
+				return "", err
+			}
+		}
+		return InboxMismatch, nil
 	}
 	parked, _ := tx.(store.OperatorExecutor)
 	if a.Status != store.AttemptNeedsAttention {
@@ -147,7 +198,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	waiting := a.Kind == store.AttemptRefund || a.ProviderKey == chargeKey(o.ID, o.Version)
 	var next *order.Order
 	switch {
-	case ev.Type == store.ChargeFailed:
+	case ev.Type == payment.EventPaymentFailed:
 		upd.Status, upd.ErrorCode = store.AttemptDeclined, string(apperr.EDeclined)
 		if waiting && o.State == order.Received {
 			// As a decline answered to the request: the version moves on,

@@ -11,14 +11,16 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
 )
 
 // chargeEvent is the provider event about the charge of o at its version.
-func chargeEvent(id string, typ store.ProviderEventType, o order.Order) store.InboxEvent {
-	return store.InboxEvent{Source: "paysim", EventID: id, Type: typ, ProviderKey: fmt.Sprintf("%s/pay/%d", o.ID, o.Version)}
+func chargeEvent(id string, typ payment.ProviderEventType, o order.Order) payment.ProviderEvent {
+	return payment.ProviderEvent{Source: "paysim", EventID: id, Type: typ,
+		Reference: payment.Reference{OrderID: o.ID, Key: fmt.Sprintf("%s/pay/%d", o.ID, o.Version)}, Amount: o.Amount, Currency: o.Currency}
 }
 
 // payWithLostReply pays o with method through a provider that decides and
@@ -42,7 +44,7 @@ func TestProviderEventResolvesUnknownOutcome(t *testing.T) {
 		ctx := context.Background()
 		o := f.order(t)
 		f.payWithLostReply(t, o, "pay-1", payIn)
-		ev := chargeEvent("evt_ok", store.ChargeSucceeded, o)
+		ev := chargeEvent("evt_ok", payment.EventPaymentSucceeded, o)
 		for i, want := range []service.InboxOutcome{service.InboxApplied, service.InboxDuplicate} {
 			got, err := f.svc.TakeProviderEvent(ctx, ev)
 			if err != nil || got != want {
@@ -53,7 +55,7 @@ func TestProviderEventResolvesUnknownOutcome(t *testing.T) {
 		if err != nil || got.State != order.Paid || got.Version != o.Version+1 {
 			t.Fatalf("after the webhook: %+v, %v; want PAID at version %d", got, err, o.Version+1)
 		}
-		a, err := f.st.GetAttempt(ctx, ev.ProviderKey)
+		a, err := f.st.GetAttempt(ctx, ev.Reference.Key)
 		if err != nil || a.Status != store.AttemptSucceeded {
 			t.Fatalf("attempt = %+v, %v; want succeeded", a, err)
 		}
@@ -78,7 +80,7 @@ func TestProviderEventDecline(t *testing.T) {
 		declined := payIn
 		declined.PaymentMethod = testmode.MethodDeclined
 		f.payWithLostReply(t, o, "pay-d", declined)
-		if got, err := f.svc.TakeProviderEvent(ctx, chargeEvent("evt_no", store.ChargeFailed, o)); err != nil || got != service.InboxApplied {
+		if got, err := f.svc.TakeProviderEvent(ctx, chargeEvent("evt_no", payment.EventPaymentFailed, o)); err != nil || got != service.InboxApplied {
 			t.Fatalf("charge.failed = %q, %v", got, err)
 		}
 		got, _ := f.svc.Get(ctx, "t1", o.ID)
@@ -104,12 +106,12 @@ func TestProviderEventLateAndUnmatched(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {
-			ev   store.InboxEvent
+			ev   payment.ProviderEvent
 			want service.InboxOutcome
 		}{
-			{chargeEvent("evt_late", store.ChargeSucceeded, o), service.InboxAlreadySettled},
-			{chargeEvent("evt_late_fail", store.ChargeFailed, o), service.InboxAlreadySettled},
-			{store.InboxEvent{Source: "paysim", EventID: "evt_x", Type: store.ChargeSucceeded, ProviderKey: "ord_nope/pay/1"}, service.InboxUnmatched},
+			{chargeEvent("evt_late", payment.EventPaymentSucceeded, o), service.InboxAlreadySettled},
+			{chargeEvent("evt_late_fail", payment.EventPaymentFailed, o), service.InboxAlreadySettled},
+			{payment.ProviderEvent{Source: "paysim", EventID: "evt_x", Type: payment.EventPaymentSucceeded, Reference: payment.Reference{Key: "ord_nope/pay/1"}, Amount: 1, Currency: "USD"}, service.InboxUnmatched},
 		} {
 			if got, err := f.svc.TakeProviderEvent(ctx, tc.ev); err != nil || got != tc.want {
 				t.Fatalf("%s = %q, %v; want %q", tc.ev.EventID, got, err, tc.want)
@@ -119,7 +121,7 @@ func TestProviderEventLateAndUnmatched(t *testing.T) {
 		if got.Version != res.Order.Version || got.State != order.Paid {
 			t.Fatalf("a late webhook changed the order: %+v", got)
 		}
-		if _, err := f.svc.TakeProviderEvent(ctx, store.InboxEvent{Source: "paysim", EventID: "e", Type: "charge.exploded", ProviderKey: "k"}); apperr.ErrorCode(err) != apperr.EInvalid {
+		if _, err := f.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: "e", Type: "charge.exploded", Reference: payment.Reference{Key: "k"}, Amount: 1, Currency: "USD"}); apperr.ErrorCode(err) != apperr.EInvalid {
 			t.Fatalf("unknown type: %v, want invalid", err)
 		}
 	})
@@ -136,7 +138,7 @@ func TestProviderEventRacesRetries(t *testing.T) {
 		var jobs []func() error
 		for range 20 {
 			jobs = append(jobs, func() error {
-				_, err := f.svc.TakeProviderEvent(ctx, chargeEvent("evt_r", store.ChargeSucceeded, o))
+				_, err := f.svc.TakeProviderEvent(ctx, chargeEvent("evt_r", payment.EventPaymentSucceeded, o))
 				return err
 			}, func() error {
 				res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("pay-r")}, payIn)

@@ -22,6 +22,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 )
 
 // ErrNotFound is returned when an order, key or attempt does not exist for
@@ -219,9 +220,38 @@ type Attempt struct {
 	PaymentMethod string
 	ProviderRef   string
 	ErrorCode     string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// IntentID is the provider object the attempt created (a
+	// payment.Intent's ID), recorded between Prepare and Confirm; "" until
+	// then. Written once (RecordAttemptProgress).
+	IntentID string
+	// KeySentAt is when the attempt's provider key was first sent (zero if
+	// never): a key older than the provider's retention margin is never
+	// resent, the attempt is resolved by reading the object instead.
+	KeySentAt time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
+
+// AttemptProgress is what a leased request records on its open attempt
+// between provider calls (issue 15): the time its provider key is first
+// sent, and the provider object the first call created.
+type AttemptProgress struct {
+	// ProviderKey names the attempt; it must be the attempt of the key the
+	// lease holds.
+	ProviderKey string
+	// IntentID is the provider object id (payment.Intent.ID) to record; ""
+	// records none.
+	IntentID string
+	// SentAt is when the provider key is first sent; zero records none. An
+	// attempt that has a KeySentAt keeps it.
+	SentAt time.Time
+}
+
+// ErrIntentConflict is returned by RecordAttemptProgress when the attempt
+// records another provider object than the one given: two objects for one
+// attempt would be a bug in the caller's key derivation. Nothing was
+// written.
+var ErrIntentConflict = errors.New("store: the attempt records another provider object")
 
 // AttemptUpdate settles (or re-opens) an attempt.
 type AttemptUpdate struct {
@@ -373,6 +403,14 @@ type Executor interface {
 	// Guarded.
 	CompareAndSetOrder(ctx context.Context, next order.Order, ownAttempt string) error
 
+	// RecordAttemptProgress records p on attempt p.ProviderKey — its
+	// IntentID and KeySentAt, each written once — fenced by lease: the
+	// lease's key must still be in progress with lease.Token and hold the
+	// attempt (its attempt key), else ErrLeaseLost. Recording an IntentID
+	// the attempt holds already is a no-op; another is ErrIntentConflict.
+	// It returns the attempt as stored.
+	RecordAttemptProgress(ctx context.Context, lease Lease, p AttemptProgress) (Attempt, error)
+
 	// SettleAttempt applies u to its attempt unless the attempt is already
 	// settled for good (succeeded, declined, rejected): a late, stale
 	// answer never re-opens it.
@@ -438,13 +476,14 @@ type Executor interface {
 	// its own), so the event exists exactly when the change does. A second
 	// event for one (order, sequence) is refused.
 	AppendEvent(ctx context.Context, e event.Event) error
-	// RecordInboxEvent records ev in the provider inbox unless an event with
+	// RecordInboxEvent records ev in the provider inbox (see inbox.go for
+	// what is kept) unless an event with
 	// its (Source, EventID) is there already, and reports whether it
 	// recorded it (false: a duplicate delivery; nothing was written). Run it
 	// in the transaction (InTx) that applies the event's effect, so the
 	// event is recorded exactly when its effect is: a concurrent delivery of
 	// the same event waits for this transaction and then finds it.
-	RecordInboxEvent(ctx context.Context, ev InboxEvent) (recorded bool, err error)
+	RecordInboxEvent(ctx context.Context, ev payment.ProviderEvent) (recorded bool, err error)
 }
 
 // Store persists orders, idempotency keys and provider attempts.

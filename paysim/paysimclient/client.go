@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/internal/provhttp"
-	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/paysimwire"
 )
 
 // DefaultTimeout is the per-call timeout of a Gateway or a Warehouse made
@@ -89,7 +89,7 @@ type vocabulary struct {
 //   - An answer the seam has its own error for is that error (see
 //     vocabulary.refusal).
 //   - A 404 wraps notFound, if it is not nil.
-//   - A 422 with error type paysim.ErrTypeIdempotency is final and wraps
+//   - A 422 with error type paysimwire.ErrTypeIdempotency is final and wraps
 //     keyReused.
 //   - A provhttp.Unknown verdict is final and wraps unknownOutcome (and the
 //     cause, such as a context error).
@@ -108,7 +108,7 @@ func (v vocabulary) translate(err error, notFound error) error {
 	switch {
 	case f.Status == http.StatusNotFound && notFound != nil:
 		return fmt.Errorf("%w: %w", notFound, cause)
-	case f.Status == http.StatusUnprocessableEntity && b.Error.Type == paysim.ErrTypeIdempotency:
+	case f.Status == http.StatusUnprocessableEntity && b.Error.Type == paysimwire.ErrTypeIdempotency:
 		return v.fail(false, fmt.Errorf("%w: %w", cause, v.keyReused))
 	case f.Verdict == provhttp.Unknown:
 		return v.fail(false, fmt.Errorf("%w: %w", v.unknownOutcome, cause))

@@ -1,7 +1,7 @@
 // Package paysimclient adapts paysim's HTTP API to the seams the service
 // depends on: Gateway is a [payment.ChargeGateway] and Warehouse a
 // [fulfillment.Warehouse], each talking to a paysim server (command paysim,
-// or a [paysim.Server] in a test) over HTTP.
+// or a [paysimwire.Server] in a test) over HTTP.
 //
 // Both honour the seams' idempotency contract by sending every request's
 // idempotency key as paysim's Idempotency-Key header, and both class their

@@ -8,7 +8,7 @@ import (
 
 	"github.com/orderly/orderly/internal/provhttp"
 	"github.com/orderly/orderly/payment"
-	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/paysimwire"
 )
 
 // Gateway is a payment.ChargeGateway over paysim's HTTP API: POST /v1/charges and
@@ -64,8 +64,8 @@ func (g *Gateway) Charge(ctx context.Context, req payment.ChargeRequest) (paymen
 	if err := req.Validate(); err != nil {
 		return payment.Charge{}, err
 	}
-	var c paysim.Charge
-	err := g.c.Call(ctx, http.MethodPost, "/v1/charges", req.IdempotencyKey, paysim.ChargeParams{
+	var c paysimwire.Charge
+	err := g.c.Call(ctx, http.MethodPost, "/v1/charges", req.IdempotencyKey, paysimwire.ChargeParams{
 		OrderID: req.OrderID, Amount: req.Amount, Currency: req.Currency, PaymentMethod: req.PaymentMethod,
 	}, &c)
 	if err != nil {
@@ -81,8 +81,8 @@ func (g *Gateway) Refund(ctx context.Context, req payment.ChargeRefundRequest) (
 	if err := req.Validate(); err != nil {
 		return payment.ChargeRefund{}, err
 	}
-	var r paysim.Refund
-	err := g.c.Call(ctx, http.MethodPost, "/v1/refunds", req.IdempotencyKey, paysim.RefundParams{
+	var r paysimwire.Refund
+	err := g.c.Call(ctx, http.MethodPost, "/v1/refunds", req.IdempotencyKey, paysimwire.RefundParams{
 		ChargeKey: req.ChargeKey, Amount: req.Amount,
 	}, &r)
 	if err != nil {
@@ -98,7 +98,7 @@ func (g *Gateway) Lookup(ctx context.Context, idempotencyKey string) (payment.Ch
 	if idempotencyKey == "" {
 		return payment.Charge{}, &payment.ProviderError{Err: errors.New("idempotency key is required")}
 	}
-	var c paysim.Charge
+	var c paysimwire.Charge
 	err := g.c.Call(ctx, http.MethodGet, "/v1/charges?idempotency_key="+url.QueryEscape(idempotencyKey), "", nil, &c)
 	if err != nil {
 		return payment.Charge{}, payments.translate(err, payment.ErrChargeNotFound)
@@ -126,7 +126,7 @@ var payments = vocabulary{
 }
 
 // charge returns paysim's charge as a payment.Charge.
-func charge(c paysim.Charge) payment.Charge {
+func charge(c paysimwire.Charge) payment.Charge {
 	return payment.Charge{
 		ID: c.ID, IdempotencyKey: c.IdempotencyKey, OrderID: c.OrderID, Amount: c.Amount,
 		Currency: c.Currency, Status: payment.ChargeStatus(c.Status), CreatedAt: c.CreatedAt.UTC(),

@@ -9,7 +9,7 @@ import (
 
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/internal/provhttp"
-	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/paysimwire"
 )
 
 // Warehouse is a fulfillment.Warehouse over paysim's HTTP API: POST
@@ -65,12 +65,12 @@ func (w *Warehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (
 	if err := req.Validate(); err != nil {
 		return fulfillment.Shipment{}, err
 	}
-	items := make([]paysim.Item, len(req.Items))
+	items := make([]paysimwire.Item, len(req.Items))
 	for i, it := range req.Items {
-		items[i] = paysim.Item{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: it.UnitPrice}
+		items[i] = paysimwire.Item{SKU: it.SKU, Quantity: it.Quantity, UnitPrice: it.UnitPrice}
 	}
-	var s paysim.Shipment
-	err := w.c.Call(ctx, http.MethodPost, "/v1/shipments", req.IdempotencyKey, paysim.ShipmentParams{
+	var s paysimwire.Shipment
+	err := w.c.Call(ctx, http.MethodPost, "/v1/shipments", req.IdempotencyKey, paysimwire.ShipmentParams{
 		OrderID: req.OrderID, Items: items,
 	}, &s)
 	if err != nil {
@@ -86,7 +86,7 @@ func (w *Warehouse) Lookup(ctx context.Context, idempotencyKey string) (fulfillm
 	if idempotencyKey == "" {
 		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Err: errors.New("idempotency key is required")}
 	}
-	var s paysim.Shipment
+	var s paysimwire.Shipment
 	err := w.c.Call(ctx, http.MethodGet, "/v1/shipments?idempotency_key="+url.QueryEscape(idempotencyKey), "", nil, &s)
 	if err != nil {
 		return fulfillment.Shipment{}, shipments.translate(err, fulfillment.ErrShipmentNotFound)
@@ -102,7 +102,7 @@ var shipments = vocabulary{
 	unknownOutcome: fulfillment.ErrUnknownOutcome,
 	keyReused:      fulfillment.ErrIdempotencyKeyReused,
 	refusal: func(status int, b errorBody) error {
-		if status != http.StatusConflict || b.Error.Type != paysim.ErrTypeOutOfStock {
+		if status != http.StatusConflict || b.Error.Type != paysimwire.ErrTypeOutOfStock {
 			return nil
 		}
 		return &fulfillment.WarehouseError{Err: fmt.Errorf("%w: %s", fulfillment.ErrOutOfStock, b.Error.Message)}
@@ -110,6 +110,6 @@ var shipments = vocabulary{
 }
 
 // shipment returns paysim's shipment as a fulfillment.Shipment.
-func shipment(s paysim.Shipment) fulfillment.Shipment {
+func shipment(s paysimwire.Shipment) fulfillment.Shipment {
 	return fulfillment.Shipment{ID: s.ID, IdempotencyKey: s.IdempotencyKey, OrderID: s.OrderID, CreatedAt: s.CreatedAt.UTC()}
 }

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
-	"github.com/orderly/orderly/paysim"
-	"github.com/orderly/orderly/store"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/paysimwire"
 )
 
 // Source is the inbox source of paysim's events.
@@ -19,24 +20,24 @@ type Webhooks struct {
 	// Secret is the shared secret paysim signs with.
 	Secret []byte
 	// Tolerance is the largest age of a signature's timestamp (default
-	// paysim.DefaultSignatureTolerance).
+	// paysimwire.DefaultSignatureTolerance).
 	Tolerance time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
 // CheckHeader checks the shape and the timestamp of the
-// paysim.SignatureHeader before the body is read. Errors wrap
-// paysim.ErrSignature.
+// paysimwire.SignatureHeader before the body is read. Errors wrap
+// paysimwire.ErrSignature.
 func (w Webhooks) CheckHeader(h http.Header) error {
 	tol, now := w.clock()
-	return paysim.CheckSignatureHeader(h.Get(paysim.SignatureHeader), now(), tol)
+	return paysimwire.CheckSignatureHeader(h.Get(paysimwire.SignatureHeader), now(), tol)
 }
 
 func (w Webhooks) clock() (time.Duration, func() time.Time) {
 	tol, now := w.Tolerance, w.Now
 	if tol <= 0 {
-		tol = paysim.DefaultSignatureTolerance
+		tol = paysimwire.DefaultSignatureTolerance
 	}
 	if now == nil {
 		now = time.Now
@@ -44,35 +45,57 @@ func (w Webhooks) clock() (time.Duration, func() time.Time) {
 	return tol, now
 }
 
-// Authenticate verifies the paysim.SignatureHeader of a delivery. Errors
-// wrap paysim.ErrSignature.
+// Authenticate verifies the paysimwire.SignatureHeader of a delivery. Errors
+// wrap paysimwire.ErrSignature.
 func (w Webhooks) Authenticate(h http.Header, body []byte) error {
 	tol, now := w.clock()
-	return paysim.VerifySignature(w.Secret, h.Get(paysim.SignatureHeader), body, now(), tol)
+	return paysimwire.VerifySignature(w.Secret, h.Get(paysimwire.SignatureHeader), body, now(), tol)
 }
 
 // maxEventID is the longest event id the inbox keeps, in bytes.
 const maxEventID = 255
 
-// Parse returns the inbox event of a paysim.WebhookEvent body.
-func (w Webhooks) Parse(body []byte) (store.InboxEvent, error) {
-	var ev paysim.WebhookEvent
+// eventTypes maps paysim's event types to the payment domain's.
+var eventTypes = map[string]payment.ProviderEventType{
+	paysimwire.EventChargeSucceeded: payment.EventPaymentSucceeded,
+	paysimwire.EventChargeFailed:    payment.EventPaymentFailed,
+	paysimwire.EventRefundSucceeded: payment.EventRefundSucceeded,
+}
+
+// Parse returns the provider event of a paysimwire.WebhookEvent body: its type
+// normalised (charge.succeeded → payment.succeeded, charge.failed →
+// payment.failed, refund.succeeded), the object it is about, the reference
+// (data.order_id, data.idempotency_key), the amount in minor units and the
+// currency, upper case.
+func (w Webhooks) Parse(body []byte) (payment.ProviderEvent, error) {
+	var ev paysimwire.WebhookEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
-		return store.InboxEvent{}, fmt.Errorf("not a paysim event: %w", err)
+		return payment.ProviderEvent{}, fmt.Errorf("not a paysim event: %w", err)
 	}
-	in := store.InboxEvent{Source: Source, EventID: ev.ID, Type: store.ProviderEventType(ev.Type), ProviderKey: ev.Data.IdempotencyKey}
+	typ, known := eventTypes[ev.Type]
+	out := payment.ProviderEvent{Source: Source, EventID: ev.ID, Type: typ, ProviderType: ev.Type,
+		ObjectID: ev.Data.ObjectID, IntentID: ev.Data.ObjectID,
+		Reference: payment.Reference{OrderID: ev.Data.OrderID, Key: ev.Data.IdempotencyKey},
+		Amount:    ev.Data.Amount, Currency: strings.ToUpper(ev.Data.Currency)}
+	if typ == payment.EventRefundSucceeded {
+		out.IntentID = ev.Data.ChargeID
+	}
 	// Each reason names the one member that is wrong; an id too long to
 	// keep is not echoed.
 	switch {
-	case in.EventID == "":
-		return store.InboxEvent{}, fmt.Errorf("the event has no id")
-	case len(in.EventID) > maxEventID:
-		return store.InboxEvent{}, fmt.Errorf("the event id is %d bytes, more than %d", len(in.EventID), maxEventID)
-	case !in.Type.Valid():
-		return store.InboxEvent{}, fmt.Errorf("event %q has type %q, not one of %s, %s, %s",
-			ev.ID, ev.Type, store.ChargeSucceeded, store.ChargeFailed, store.RefundSucceeded)
-	case in.ProviderKey == "":
-		return store.InboxEvent{}, fmt.Errorf("event %q has no data.idempotency_key", ev.ID)
+	case out.EventID == "":
+		return payment.ProviderEvent{}, fmt.Errorf("the event has no id")
+	case len(out.EventID) > maxEventID:
+		return payment.ProviderEvent{}, fmt.Errorf("the event id is %d bytes, more than %d", len(out.EventID), maxEventID)
+	case !known:
+		return payment.ProviderEvent{}, fmt.Errorf("event %q has type %q, not one of %s, %s, %s",
+			ev.ID, ev.Type, paysimwire.EventChargeSucceeded, paysimwire.EventChargeFailed, paysimwire.EventRefundSucceeded)
+	case out.Reference.Key == "":
+		return payment.ProviderEvent{}, fmt.Errorf("event %q has no data.idempotency_key", ev.ID)
+	case out.Currency == "":
+		return payment.ProviderEvent{}, fmt.Errorf("event %q has no data.currency", ev.ID)
+	case out.Amount < 0:
+		return payment.ProviderEvent{}, fmt.Errorf("event %q has a negative data.amount", ev.ID)
 	}
-	return in, nil
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/paysimclient"
 )
 
@@ -19,6 +20,7 @@ func TestParseNamesWhatIsWrong(t *testing.T) {
 		{"id too long", `{"id":"` + long + `","type":"charge.succeeded","data":{"idempotency_key":"ord_1/pay/1"}}`,
 			"the event id is 300 bytes, more than 255"},
 		{"no key", `{"id":"evt_1","type":"charge.succeeded","data":{}}`, `event "evt_1" has no data.idempotency_key`},
+		{"no currency", `{"id":"evt_1","type":"charge.succeeded","data":{"idempotency_key":"k","amount":1}}`, `event "evt_1" has no data.currency`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := paysimclient.Webhooks{}.Parse([]byte(tc.body))
@@ -27,8 +29,12 @@ func TestParseNamesWhatIsWrong(t *testing.T) {
 			}
 		})
 	}
-	in, err := paysimclient.Webhooks{}.Parse([]byte(`{"id":"evt_1","type":"charge.succeeded","data":{"idempotency_key":"ord_1/pay/1"}}`))
-	if err != nil || in.EventID != "evt_1" || in.ProviderKey != "ord_1/pay/1" || in.Source != paysimclient.Source {
+	in, err := paysimclient.Webhooks{}.Parse([]byte(`{"id":"evt_1","type":"charge.succeeded","data":{"object_id":"ch_1",` +
+		`"idempotency_key":"ord_1/pay/1","order_id":"ord_1","amount":4200,"currency":"usd"}}`))
+	want := payment.ProviderEvent{Source: paysimclient.Source, EventID: "evt_1", Type: payment.EventPaymentSucceeded,
+		ProviderType: "charge.succeeded", ObjectID: "ch_1", IntentID: "ch_1",
+		Reference: payment.Reference{OrderID: "ord_1", Key: "ord_1/pay/1"}, Amount: 4200, Currency: "USD"}
+	if err != nil || in != want {
 		t.Errorf("Parse of a good event = %+v, %v", in, err)
 	}
 }

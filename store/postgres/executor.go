@@ -201,6 +201,36 @@ func (e executor) SettleAttempt(ctx context.Context, u store.AttemptUpdate) erro
 		nullable(u.ErrorCode), u.At))
 }
 
+// RecordAttemptProgress implements store.Executor in one statement, sent
+// at once.
+func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p store.AttemptProgress) (store.Attempt, error) {
+	var sent *time.Time
+	if !p.SentAt.IsZero() {
+		sent = &p.SentAt
+	}
+	var a *store.Attempt
+	err := e.db.query(ctx, recordAttemptProgress, []any{l.TenantID, l.KeyHash, l.Token, p.ProviderKey, p.IntentID, sent},
+		func(rows pgx.Rows) error {
+			for rows.Next() {
+				var c attemptCols
+				if err := rows.Scan(c.targets()...); err != nil {
+					return err
+				}
+				a = c.attempt()
+			}
+			return nil
+		})
+	switch {
+	case err != nil:
+		return store.Attempt{}, translate(err)
+	case a == nil:
+		return store.Attempt{}, store.ErrLeaseLost
+	case p.IntentID != "" && a.IntentID != p.IntentID:
+		return *a, store.ErrIntentConflict
+	}
+	return *a, nil
+}
+
 // TakeOverAbandoned implements store.Executor in one statement.
 func (e executor) TakeOverAbandoned(ctx context.Context, to store.TakeOver) ([]idempotency.Record, error) {
 	return e.keys(ctx, takeOverAbandoned, to.Lease.Microseconds(), to.Limit, to.Backoff.Microseconds(), to.MaxBackoff.Microseconds())

@@ -8,7 +8,10 @@ const (
 	orderColumns = `id, tenant_id, customer_id, currency, items, amount, state, version, created_at, paid_at, fulfilled_at, cancelled_at`
 	keyColumns   = `tenant_id, key_hash, fingerprint, derived, state, operation, resource_id, error_code, error_detail, ` +
 		`locked_until, fencing_token, recovery_point, attempt_key, created_at, expires_at, tombstone_until`
-	attemptColumns = `provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at`
+	// attemptInsertColumns are the columns an attempt is inserted with;
+	// attemptColumns those it is read with.
+	attemptInsertColumns = `provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at`
+	attemptColumns       = attemptInsertColumns + `, intent_id, key_sent_at`
 )
 
 // insertOrder inserts an order ($1..$12 are orderArgs) and its
@@ -140,7 +143,7 @@ SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'lease_lost')`
 // a failed one (the provider did nothing) is re-opened with the new
 // request's payment method.
 const insertAttempt = `
-INSERT INTO provider_attempts (` + attemptColumns + `)
+INSERT INTO provider_attempts (` + attemptInsertColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT (provider_key) DO UPDATE SET status = 'pending', payment_method = EXCLUDED.payment_method,
     error_code = NULL, updated_at = EXCLUDED.updated_at
@@ -166,6 +169,19 @@ const updateAttempt = `
 UPDATE provider_attempts SET status = $2, provider_ref = COALESCE($3, provider_ref),
     error_code = $4, updated_at = $5
 WHERE provider_key = $1 AND status NOT IN ('succeeded', 'declined', 'rejected')`
+
+// recordAttemptProgress records an attempt's intent id ($5, ” for none)
+// and the time its key was first sent ($6, NULL for none), each only if
+// unset, fenced by the lease ($1 tenant, $2 key hash, $3 token) whose key
+// holds the attempt ($4). It returns the attempt as stored: no row means the
+// lease is lost.
+var recordAttemptProgress = `
+UPDATE provider_attempts a SET intent_id = COALESCE(a.intent_id, NULLIF($5::text, '')),
+    key_sent_at = COALESCE(a.key_sent_at, $6::timestamptz)
+FROM idempotency_keys k
+WHERE a.provider_key = $4 AND k.tenant_id = $1 AND k.key_hash = $2 AND k.fencing_token = $3
+  AND k.state = 'in_progress' AND k.attempt_key = $4
+RETURNING ` + prefixed("a.", attemptColumns)
 
 // completeKey records the outcome of a held key ($1 tenant, $2 key hash, $3
 // token, $4 resource, $5 error code, $6 error detail). Guarded: it raises
@@ -353,7 +369,7 @@ WITH target AS (
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.provider_key = t.provider_key
                       AND a.payment_method <> $10::text AND a.status IN ('pending', 'unknown', 'needs_attention'))
 ), recorded AS (
-    INSERT INTO provider_attempts (` + attemptColumns + `)
+    INSERT INTO provider_attempts (` + attemptInsertColumns + `)
     SELECT provider_key, tenant_id, id, $9::text, 'pending', amount, currency, $10::text, NULL, NULL, $11::timestamptz, $11::timestamptz
     FROM eligible
     ON CONFLICT (provider_key) DO UPDATE SET

@@ -76,12 +76,13 @@ func (c *keyCols) record() (idempotency.Record, bool) {
 type attemptCols struct {
 	key, tenant, orderID, kind, status, currency, method, ref, code *string
 	amount                                                          *int64
-	created, updated                                                *time.Time
+	created, updated, sent                                          *time.Time
+	intent                                                          *string
 }
 
 func (c *attemptCols) targets() []any {
 	return []any{&c.key, &c.tenant, &c.orderID, &c.kind, &c.status, &c.amount, &c.currency,
-		&c.method, &c.ref, &c.code, &c.created, &c.updated}
+		&c.method, &c.ref, &c.code, &c.created, &c.updated, &c.intent, &c.sent}
 }
 
 // attempt returns the scanned attempt, or nil when the columns were NULL.
@@ -92,7 +93,7 @@ func (c *attemptCols) attempt() *store.Attempt {
 	return &store.Attempt{ProviderKey: *c.key, TenantID: deref(c.tenant), OrderID: deref(c.orderID),
 		Kind: store.AttemptKind(deref(c.kind)), Status: store.AttemptStatus(deref(c.status)),
 		Amount: deref(c.amount), Currency: deref(c.currency), PaymentMethod: deref(c.method),
-		ProviderRef: deref(c.ref), ErrorCode: deref(c.code),
+		ProviderRef: deref(c.ref), ErrorCode: deref(c.code), IntentID: deref(c.intent), KeySentAt: utc(deref(c.sent)),
 		CreatedAt: utc(deref(c.created)), UpdatedAt: utc(deref(c.updated))}
 }
 

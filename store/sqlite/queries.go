@@ -5,7 +5,10 @@ const (
 	orderColumns = `id, tenant_id, customer_id, currency, items, amount, state, version, created_at, paid_at, fulfilled_at, cancelled_at`
 	keyColumns   = `tenant_id, key_hash, fingerprint, derived, state, operation, resource_id, error_code, error_detail, ` +
 		`locked_until, fencing_token, recovery_point, attempt_key, created_at, expires_at, tombstone_until`
-	attemptColumns = `provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at`
+	// attemptInsertColumns are the columns an attempt is inserted with;
+	// attemptColumns those it is read with.
+	attemptInsertColumns = `provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at`
+	attemptColumns       = attemptInsertColumns + `, intent_id, key_sent_at`
 )
 
 // derivedExpired and resumable are the takeover conditions; see
@@ -63,7 +66,7 @@ UPDATE idempotency_keys SET recovery_point = 'attempt_recorded', attempt_key = ?
 WHERE tenant_id = ?1 AND key_hash = ?2 AND fencing_token = ?3 AND state = 'in_progress'`
 
 const insertAttempt = `
-INSERT INTO provider_attempts (` + attemptColumns + `)
+INSERT INTO provider_attempts (` + attemptInsertColumns + `)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 ON CONFLICT (provider_key) DO UPDATE SET status = 'pending', payment_method = excluded.payment_method,
     error_code = NULL, updated_at = excluded.updated_at
@@ -84,6 +87,17 @@ SELECT EXISTS (SELECT 1 FROM provider_attempts
 const sameKeyOtherMethod = `
 SELECT EXISTS (SELECT 1 FROM provider_attempts
                WHERE provider_key = ?1 AND payment_method <> ?2 AND status IN ('pending', 'unknown', 'needs_attention'))`
+
+// recordAttemptProgress records an attempt's intent id (?5, ” for none)
+// and the time its key was first sent (?6, NULL for none), each only if
+// unset, fenced by the lease (?1 tenant, ?2 key hash, ?3 token) whose key
+// holds the attempt (?4). No row returned means the lease is lost.
+const recordAttemptProgress = `
+UPDATE provider_attempts SET intent_id = COALESCE(intent_id, NULLIF(?5, '')),
+    key_sent_at = COALESCE(key_sent_at, ?6)
+WHERE provider_key = ?4 AND EXISTS (SELECT 1 FROM idempotency_keys k
+    WHERE k.tenant_id = ?1 AND k.key_hash = ?2 AND k.fencing_token = ?3 AND k.state = 'in_progress' AND k.attempt_key = ?4)
+RETURNING ` + attemptColumns
 
 const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = ?1`
 

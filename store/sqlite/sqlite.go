@@ -311,6 +311,24 @@ func (e executor) GetAttempt(ctx context.Context, providerKey string) (store.Att
 	return a, translate(err)
 }
 
+// RecordAttemptProgress implements store.Executor in one statement.
+func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p store.AttemptProgress) (store.Attempt, error) {
+	var sent any
+	if !p.SentAt.IsZero() {
+		sent = micros(p.SentAt)
+	}
+	a, err := scanAttempt(e.c.QueryRowContext(ctx, recordAttemptProgress, l.TenantID, l.KeyHash, l.Token, p.ProviderKey, p.IntentID, sent))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.Attempt{}, store.ErrLeaseLost
+	case err != nil:
+		return store.Attempt{}, translate(err)
+	case p.IntentID != "" && a.IntentID != p.IntentID:
+		return a, store.ErrIntentConflict
+	}
+	return a, nil
+}
+
 // Sweep implements store.Executor: two batched statements.
 func (e executor) Sweep(ctx context.Context, tombstoneFor time.Duration, limit int) (store.SweepResult, error) {
 	var res store.SweepResult
@@ -578,12 +596,13 @@ func scanKey(row scanner) (idempotency.Record, error) {
 func scanAttempt(row scanner) (store.Attempt, error) {
 	var a store.Attempt
 	var kind, status string
-	var ref, code sql.NullString
+	var ref, code, intent sql.NullString
 	var created, updated int64
+	var sent sql.NullInt64
 	err := row.Scan(&a.ProviderKey, &a.TenantID, &a.OrderID, &kind, &status, &a.Amount, &a.Currency,
-		&a.PaymentMethod, &ref, &code, &created, &updated)
+		&a.PaymentMethod, &ref, &code, &created, &updated, &intent, &sent)
 	a.Kind, a.Status = store.AttemptKind(kind), store.AttemptStatus(status)
-	a.ProviderRef, a.ErrorCode = ref.String, code.String
+	a.ProviderRef, a.ErrorCode, a.IntentID, a.KeySentAt = ref.String, code.String, intent.String, zeroOrTime(sent)
 	a.CreatedAt, a.UpdatedAt = fromMicros(created), fromMicros(updated)
 	return a, err
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -13,8 +14,9 @@ import (
 // transaction of its effect — a rolled-back effect leaves no record, and of
 // many concurrent deliveries exactly one records it.
 func testInbox(t *testing.T, open func(t *testing.T) *subject) {
-	ev := store.InboxEvent{Source: "paysim", EventID: "evt_1", Type: store.ChargeSucceeded,
-		ProviderKey: "ord_x/pay/1", ReceivedAt: base}
+	ev := payment.ProviderEvent{Source: "paysim", EventID: "evt_1", Type: payment.EventPaymentSucceeded,
+		ProviderType: "charge.succeeded", ObjectID: "ch_1", IntentID: "ch_1",
+		Reference: payment.Reference{OrderID: "ord_x", Key: "ord_x/pay/1"}, Amount: 4200, Currency: "USD", ReceivedAt: base}
 
 	t.Run("RecordsOnceThenReportsDuplicate", func(t *testing.T) {
 		t.Parallel()
@@ -75,6 +77,16 @@ func testInbox(t *testing.T, open func(t *testing.T) *subject) {
 		wg.Wait()
 		if n := recorded.Load(); n != 1 {
 			t.Fatalf("%d of %d concurrent deliveries recorded the event, want exactly 1", n, racers)
+		}
+	})
+
+	t.Run("KeepsAnEventWithoutTheNewMembers", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		bare := payment.ProviderEvent{Source: "paysim", EventID: "evt_bare", Type: payment.EventRefundSucceeded,
+			Reference: payment.Reference{Key: "ord_x/refund"}, ReceivedAt: base}
+		if got, err := s.RecordInboxEvent(ctx, bare); err != nil || !got {
+			t.Fatalf("RecordInboxEvent(bare) = %v, %v; want true, nil", got, err)
 		}
 	})
 

@@ -129,6 +129,10 @@ func Run(t *testing.T, openAt func(t *testing.T, clk *testclock.Clock) store.Sto
 		t.Parallel()
 		testInbox(t, open)
 	})
+	t.Run("AttemptProgress", func(t *testing.T) {
+		t.Parallel()
+		testAttemptProgress(t, open)
+	})
 	t.Run("Backlog", func(t *testing.T) {
 		t.Parallel()
 		testBacklog(t, open)
@@ -932,6 +936,8 @@ func assertAttempt(t *testing.T, got, want store.Attempt) {
 	d.check("PaymentMethod", got.PaymentMethod == want.PaymentMethod, got.PaymentMethod, want.PaymentMethod)
 	d.check("ProviderRef", got.ProviderRef == want.ProviderRef, got.ProviderRef, want.ProviderRef)
 	d.check("ErrorCode", got.ErrorCode == want.ErrorCode, got.ErrorCode, want.ErrorCode)
+	d.check("IntentID", got.IntentID == want.IntentID, got.IntentID, want.IntentID)
+	d.check("KeySentAt", got.KeySentAt.Equal(want.KeySentAt), got.KeySentAt, want.KeySentAt)
 	d.check("CreatedAt", sameTime(got.CreatedAt, want.CreatedAt), got.CreatedAt, want.CreatedAt)
 	d.check("UpdatedAt", sameTime(got.UpdatedAt, want.UpdatedAt), got.UpdatedAt, want.UpdatedAt)
 	if len(d) > 0 {
