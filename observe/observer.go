@@ -57,7 +57,7 @@ func (o *Observer) StartOperation(ctx context.Context, op idempotency.Operation)
 // "provider.<operation>", and counts the call and its latency.
 func (o *Observer) StartProviderCall(ctx context.Context, op service.ProviderOp) (context.Context, func(service.ProviderOutcome)) {
 	start := time.Now()
-	ctx, span := o.tracer.Start(ctx, "provider."+string(op), trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := o.tracer.Start(ctx, "provider."+string(op), spanKindClient)
 	return ctx, func(out service.ProviderOutcome) {
 		o.m.providerTime.WithLabelValues(string(op)).Observe(time.Since(start).Seconds())
 		o.m.providerCall.WithLabelValues(string(op), string(out)).Inc()

@@ -15,6 +15,10 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
+// spanKindClient is the start option of every client span, made once (an
+// option built per call is an allocation per statement).
+var spanKindClient = trace.WithSpanKind(trace.SpanKindClient)
+
 // PgxTracer is a pgx tracer (pgx.QueryTracer and pgx.BatchTracer) that
 // makes a client span of each statement and counts failed statements by
 // kind in orderly_db_statement_errors_total. A statement sent alone is a
@@ -43,7 +47,7 @@ func NewPgxTracer(m *Metrics, tp trace.TracerProvider) *PgxTracer {
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (t *PgxTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	ctx, span := t.tracer.Start(ctx, "db.query", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, "db.query", spanKindClient)
 	if span.IsRecording() {
 		span.SetAttributes(attrDBSystem, attrDBQuery.String(compactSQL(data.SQL)))
 	}
@@ -68,7 +72,7 @@ type batchKey struct{}
 
 // TraceBatchStart implements pgx.BatchTracer.
 func (t *PgxTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	ctx, span := t.tracer.Start(ctx, "db.batch", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, "db.batch", spanKindClient)
 	if span.IsRecording() && data.Batch != nil {
 		span.SetAttributes(attrDBSystem, attrDBBatch.Int(data.Batch.Len()))
 	}
@@ -82,15 +86,21 @@ func (t *PgxTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.T
 	if st == nil {
 		return
 	}
+	if data.Err != nil {
+		st.failed = true
+	}
+	if !st.span.IsRecording() {
+		// Not traced (no exporter, or not sampled): no child span to
+		// make, only the error to count.
+		t.failed(st.span, data.Err)
+		return
+	}
 	now := time.Now()
-	_, span := t.tracer.Start(ctx, "db.batch.query", trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(st.lastEnd))
+	_, span := t.tracer.Start(ctx, "db.batch.query", spanKindClient, trace.WithTimestamp(st.lastEnd))
 	if span.IsRecording() {
 		span.SetAttributes(attrDBSystem, attrDBQuery.String(compactSQL(data.SQL)))
 	}
 	st.lastEnd = now
-	if data.Err != nil {
-		st.failed = true
-	}
 	t.failed(span, data.Err)
 	span.End(trace.WithTimestamp(now))
 }

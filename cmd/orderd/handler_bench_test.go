@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +32,7 @@ const benchOrderBody = `{"customer_id":"cus_bench_0001","currency":"EUR","client
 // (-tenant-rate-limit 0): the benchmark sends far more than 1000/s.
 //
 //   - create: POST /v1/orders with a new Idempotency-Key each time (201);
+//   - create16: the same from 16 goroutines at once, with creates/s;
 //   - replay: the same key and body every time (201, Idempotency-Replayed);
 //   - get:    GET /v1/orders/{id} of one order (200).
 //
@@ -53,6 +56,24 @@ func BenchmarkHandler(b *testing.B) {
 				for i := range b.N {
 					benchDo(b, h, http.MethodPost, "/v1/orders", "bench-create-"+strconv.Itoa(i), benchOrderBody, http.StatusCreated)
 				}
+			})
+			b.Run("create16", func(b *testing.B) {
+				// 16 clients at once (the load benchmark's count): how
+				// well concurrent creates share commits.
+				b.ReportAllocs()
+				defer reportCPU(b)()
+				var n atomic.Int64
+				b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						key := "bench-create16-" + strconv.FormatInt(n.Add(1), 10)
+						if code, body := benchServe(h, http.MethodPost, "/v1/orders", key, benchOrderBody); code != http.StatusCreated {
+							b.Errorf("create answered %d: %s", code, body)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 			})
 			id := benchCreate(b, h, "bench-replay")
 			b.Run("replay", func(b *testing.B) {
@@ -110,6 +131,22 @@ func benchCreate(b *testing.B, h http.Handler, key string) string {
 
 // benchDo sends one request to h and fails b unless it is answered want.
 func benchDo(b *testing.B, h http.Handler, method, path, key, body string, want int) *httptest.ResponseRecorder {
+	rec := benchRequest(h, method, path, key, body)
+	if rec.Code != want {
+		b.Fatalf("%s %s answered %d, want %d: %s", method, path, rec.Code, want, rec.Body)
+	}
+	return rec
+}
+
+// benchServe sends one request to h and returns its status and body.
+func benchServe(h http.Handler, method, path, key, body string) (int, string) {
+	rec := benchRequest(h, method, path, key, body)
+	return rec.Code, rec.Body.String()
+}
+
+// benchRequest sends one request to h (a JSON body unless body is empty;
+// the benchmark's API key; key as Idempotency-Key unless empty).
+func benchRequest(h http.Handler, method, path, key, body string) *httptest.ResponseRecorder {
 	var r *http.Request
 	if body != "" {
 		r = httptest.NewRequest(method, path, bytes.NewReader([]byte(body)))
@@ -123,9 +160,6 @@ func benchDo(b *testing.B, h http.Handler, method, path, key, body string, want 
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r)
-	if rec.Code != want {
-		b.Fatalf("%s %s answered %d, want %d: %s", method, path, rec.Code, want, rec.Body)
-	}
 	return rec
 }
 
