@@ -25,7 +25,18 @@ type Observer struct {
 	tracer trace.Tracer
 }
 
-var _ service.Observer = (*Observer)(nil)
+var (
+	_ service.Observer      = (*Observer)(nil)
+	_ service.StageObserver = (*Observer)(nil)
+)
+
+// GroupCommit implements service.StageObserver: the group's size, wait and
+// write in orderly_group_commit_size, _wait_seconds and _write_seconds.
+func (o *Observer) GroupCommit(size int, wait, write time.Duration) {
+	o.m.groupSize.Observe(float64(size))
+	o.m.groupWait.Observe(wait.Seconds())
+	o.m.groupWrite.Observe(write.Seconds())
+}
 
 // NewObserver returns the service observer over m, tracing with tp (no
 // spans when tp is nil).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -32,9 +33,30 @@ type PgxTracer struct {
 }
 
 var (
-	_ pgx.QueryTracer = (*PgxTracer)(nil)
-	_ pgx.BatchTracer = (*PgxTracer)(nil)
+	_ pgx.QueryTracer       = (*PgxTracer)(nil)
+	_ pgx.BatchTracer       = (*PgxTracer)(nil)
+	_ pgxpool.AcquireTracer = (*PgxTracer)(nil)
 )
+
+// acquireKey carries the start of a pool acquire in its context.
+type acquireKey struct{}
+
+// TraceAcquireStart implements pgxpool.AcquireTracer: it notes when the
+// acquire began.
+func (t *PgxTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	if t.m == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, acquireKey{}, time.Now())
+}
+
+// TraceAcquireEnd implements pgxpool.AcquireTracer: the wait for a
+// connection goes to orderly_db_pool_acquire_wait_seconds.
+func (t *PgxTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+	if start, ok := ctx.Value(acquireKey{}).(time.Time); ok && data.Err == nil {
+		t.m.poolWait.Observe(time.Since(start).Seconds())
+	}
+}
 
 // NewPgxTracer returns the tracer counting into m (nothing when nil) and
 // tracing with tp (no spans when nil).

@@ -323,3 +323,47 @@ func TestGroupCommitFailedMemberUnderConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// stageCount is an Observer that sums what GroupCommit reports.
+type stageCount struct {
+	nopObserver
+	mu            sync.Mutex
+	groups, sizes int
+	negative      bool
+}
+
+func (s *stageCount) GroupCommit(size int, wait, write time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups++
+	s.sizes += size
+	s.negative = s.negative || wait < 0 || write < 0
+}
+
+// A StageObserver is told every group: its sizes add up to the creates
+// sent, each group at least one.
+func TestGroupCommitReportsStages(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			obs := &stageCount{}
+			svc := New(openStore(t, kind), nil, nil, Config{GroupCommit: true, Observer: obs})
+			in := order.NewOrderInput{CustomerID: "c", Currency: "EUR", Items: []order.Item{{SKU: "s", Quantity: 1, UnitPrice: 1}}}
+			const n = 40
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					if _, err := svc.Create(t.Context(), "t1", idempotency.Key{Value: fmt.Sprintf("k-%d", i), Fingerprint: "x"}, in); err != nil {
+						t.Errorf("create %d: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			svc.Close()
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if obs.sizes != n || obs.groups < 1 || obs.groups > n || obs.negative {
+				t.Errorf("GroupCommit reported %d groups of %d creates in all (a negative duration: %v); want %d creates", obs.groups, obs.sizes, obs.negative, n)
+			}
+		})
+	}
+}
