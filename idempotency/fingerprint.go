@@ -185,8 +185,9 @@ func (f Fingerprinter) Parse(body []byte) Body {
 		return Body{Decode: body, canonical: []byte{}, valid: true}
 	}
 	out := body
-	removed := false
+	removed, stripped := false, false
 	if names := f.VolatileFields; names == nil || len(names) > 0 {
+		stripped = true
 		s := stripper{names: names, out: make([]byte, 0, len(trimmed))}
 		s.dec.Reset(bytes.NewReader(trimmed))
 		if err := s.value(); err != nil {
@@ -203,9 +204,20 @@ func (f Fingerprinter) Parse(body []byte) Body {
 	if removed {
 		src = out
 	}
-	canonical, err := jcs.Transform(src)
-	if err != nil {
-		return Body{Decode: body}
+	var canonical []byte
+	if stripped {
+		// Every number of src was checked by the stripper, which read
+		// all of it; jsontext's canonical form is RFC 8785's.
+		v := jsontext.Value(slices.Clone(src))
+		if err := v.Canonicalize(); err != nil {
+			return Body{Decode: body}
+		}
+		canonical = v
+	} else {
+		var err error
+		if canonical, err = jcs.Transform(src); err != nil {
+			return Body{Decode: body}
+		}
 	}
 	return Body{Decode: out, canonical: canonical, valid: true}
 }
@@ -294,6 +306,13 @@ func (s *stripper) value() error {
 		v, err := s.dec.ReadValue()
 		if err != nil {
 			return err
+		}
+		if v.Kind() == '0' {
+			// RFC 8785 §3.2.2.3 (I-JSON, RFC 7493 §2.2): a number must
+			// be an IEEE 754 double; 1e400 is not valid input.
+			if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+				return err
+			}
 		}
 		s.out = append(s.out, v...)
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/gowebpki/jcs"
@@ -136,6 +137,22 @@ var parseSeeds = []string{
 	`{"x":[1,2,,3]}`,
 	`{"nonce":1,}`,
 	`{"k":9007199254740993,"nonce":"a"}`,
+	`{"x":"\ud800","nonce":1}`,
+	`{"x":"\udc00\ud800","nonce":1}`,
+	`{"x":"\ud83d\ude00\u2028\u2029\u007f\u0080","nonce":1}`,
+	`{"x":[1e-400,5e-324,1.7976931348623157e308,1.7976931348623159e308],"nonce":1}`,
+	`{"x":[0.1,100,1e20,1e21,123456789012345680000,0.000001,1e-7,-0.0,4.35,2.5e-5],"nonce":1}`,
+	`{"\u00e9":1,"e":2,"\ud83d\ude00":3,"\uff61":4,"nonce":1}`,
+	`{"x":"\u0041\/\t\u0000","nonce":1}`,
+}
+
+// TestParseAgreesAtTheNestingLimit compares Parse with the reference at
+// and around the nesting depth both parsers bound (10 000).
+func TestParseAgreesAtTheNestingLimit(t *testing.T) {
+	for _, depth := range []int{9999, 10000, 10001} {
+		body := `{"nonce":1,"x":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`
+		checkAgainstReference(t, Fingerprinter{}, []byte(body))
+	}
 }
 
 // checkAgainstReference fails t unless Parse agrees with the reference for
