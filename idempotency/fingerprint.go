@@ -175,10 +175,13 @@ type Body struct {
 // errBodyNotJSON and its Decode the body as sent.
 //
 // It reads the body once with a streaming tokenizer (jsontext), copying the
-// members that stay, and canonicalizes what is left once (jcs.Transform of
-// the stripped text is byte for byte what canonicalizing the body, removing
-// the members from the decoded tree, re-encoding and canonicalizing again
-// produced before: both are the RFC 8785 form of the same JSON value).
+// members that stay, and canonicalizes what is left once, with jsontext's
+// RFC 8785 canonicalizer (jcs.Transform when f removes no member). The
+// result is byte for byte what canonicalizing the body, removing the
+// members from a decoded tree, re-encoding and canonicalizing again with
+// jcs produced before (both are the RFC 8785 form of the same JSON value):
+// fingerprints stored before stay valid (TestFingerprintsStoredBefore,
+// FuzzParse against the former implementation).
 func (f Fingerprinter) Parse(body []byte) Body {
 	trimmed := bytes.Trim(body, jsonWhitespace)
 	if len(trimmed) == 0 {
