@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/service"
 )
 
@@ -21,12 +20,15 @@ func readContext(r *http.Request) context.Context {
 	return service.WithConsistencyToken(r.Context(), strings.TrimSpace(r.Header.Get(ConsistencyTokenHeader)))
 }
 
-// setConsistencyToken sets the consistency token on the response to a write
-// whose outcome err is known: a success, or a final error that may have
-// recorded something (a decline moves the order's version). A 5xx stored
-// nothing final, so it gets no token.
-func (s *server) setConsistencyToken(w http.ResponseWriter, r *http.Request, err error) {
-	if code := apperr.ErrorCode(err); code == apperr.EUnavailable || code == apperr.EInternal {
+// setConsistencyToken sets the consistency token on the response to a
+// write that has just succeeded (err nil, not a replay): the one answer a
+// replica could serve the next read of stale. A replay's write was
+// committed earlier (its first answer carried a token), and an error answer
+// (4xx, 5xx) gets none; reading the token costs a round trip to the primary
+// (store.ReplicaReader.ConsistencyToken), taken only with replicas
+// configured.
+func (s *server) setConsistencyToken(w http.ResponseWriter, r *http.Request, res service.Result, err error) {
+	if err != nil || res.Replayed {
 		return
 	}
 	if tok := s.svc.ConsistencyToken(r.Context()); tok != "" {

@@ -538,7 +538,7 @@ func (s *server) respond(w http.ResponseWriter, r *http.Request, create bool, re
 	if !res.KeyExpiresAt.IsZero() {
 		w.Header().Set("Idempotency-Key-Expires", res.KeyExpiresAt.UTC().Format(http.TimeFormat))
 	}
-	s.setConsistencyToken(w, r, err)
+	s.setConsistencyToken(w, r, res, err)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

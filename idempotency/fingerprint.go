@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gowebpki/jcs"
 
 	"github.com/orderly/orderly/apperr"
@@ -74,28 +75,37 @@ const fingerprintVersion = "orderly-fingerprint-v1"
 // Unicode, numbers beyond IEEE 754 double precision such as 1e400), yields an
 // *apperr.Error with Code apperr.EInvalid.
 func (f Fingerprinter) Fingerprint(r Request) (string, error) {
-	body, err := f.canonicalBody(r.Body)
-	if err != nil {
-		return "", err
-	}
+	return f.Parse(r.Body).Fingerprint(r.Method, r.Route, r.PathParams)
+}
 
-	names := make([]string, 0, len(r.PathParams))
-	for name := range r.PathParams {
+// Fingerprint returns the fingerprint of the request (method, route, params)
+// with body b, exactly as Fingerprinter.Fingerprint computes it for the body
+// b was parsed from, without parsing it again. Errors: those of
+// Fingerprinter.Fingerprint.
+func (b Body) Fingerprint(method, route string, params map[string]string) (string, error) {
+	if !b.valid {
+		return "", errBodyNotJSON()
+	}
+	body := b.canonical
+
+	names := make([]string, 0, len(params))
+	for name := range params {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 
 	h := sha256.New()
 	writePart(h, []byte(fingerprintVersion))
-	writePart(h, []byte(strings.ToUpper(r.Method)))
-	writePart(h, []byte(r.Route))
+	writePart(h, []byte(strings.ToUpper(method)))
+	writePart(h, []byte(route))
 	writePart(h, []byte(strconv.Itoa(len(names))))
 	for _, name := range names {
 		writePart(h, []byte(name))
-		writePart(h, []byte(r.PathParams[name]))
+		writePart(h, []byte(params[name]))
 	}
 	writePart(h, body)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])), nil
 }
 
 // writePart writes p to w as its decimal length, a colon and its bytes.
@@ -122,64 +132,15 @@ func errBodyNotJSON() *apperr.Error {
 	return &apperr.Error{Code: apperr.EInvalid, Message: "request body is not valid JSON"}
 }
 
-// volatileSet returns the set of member names f removes from a body.
-func (f Fingerprinter) volatileSet() map[string]struct{} {
-	fields := f.VolatileFields
-	if fields == nil {
-		fields = DefaultVolatileFields
-	}
-	set := make(map[string]struct{}, len(fields))
-	for _, name := range fields {
-		set[name] = struct{}{}
-	}
-	return set
-}
-
 // canonicalBody returns the RFC 8785 form of body with the volatile members
-// removed, or an empty slice for an empty or whitespace-only body.
-//
-// The body is first canonicalized as sent, which validates it against RFC
-// 8785 (rejecting duplicate member names and invalid Unicode that
-// encoding/json would silently accept). When volatile members are to be
-// removed, the body is then decoded with encoding/json, keeping numbers as
-// their original text (json.Number), the members are deleted, and the result
-// is re-encoded and canonicalized again; the canonicalizer normalizes the
-// numbers and the string escapes that re-encoding produces.
+// removed, or an empty slice for an empty or whitespace-only body; errors:
+// errBodyNotJSON (see Fingerprint).
 func (f Fingerprinter) canonicalBody(body []byte) ([]byte, error) {
-	body = bytes.Trim(body, jsonWhitespace)
-	if len(body) == 0 {
-		return []byte{}, nil
-	}
-	canonical, err := jcs.Transform(body)
-	if err != nil {
+	b := f.Parse(body)
+	if !b.valid {
 		return nil, errBodyNotJSON()
 	}
-	volatile := f.volatileSet()
-	if len(volatile) == 0 {
-		return canonical, nil
-	}
-
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, errBodyNotJSON()
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errBodyNotJSON()
-	}
-	if !stripMembers(v, volatile) {
-		return canonical, nil
-	}
-	stripped, err := json.Marshal(v)
-	if err != nil {
-		return nil, errBodyNotJSON()
-	}
-	canonical, err = jcs.Transform(stripped)
-	if err != nil {
-		return nil, errBodyNotJSON()
-	}
-	return canonical, nil
+	return b.canonical, nil
 }
 
 // StripVolatile returns body without the volatile members f's fingerprint
@@ -187,49 +148,176 @@ func (f Fingerprinter) canonicalBody(body []byte) ([]byte, error) {
 // strict decoder and the fingerprint agree on what a request is. A body that
 // is not valid RFC 8785 input (malformed, duplicate members) or that has
 // no volatile member is returned unchanged, for the decoder to judge.
-func (f Fingerprinter) StripVolatile(body []byte) []byte {
-	volatile := f.volatileSet()
-	if len(volatile) == 0 {
-		return body
-	}
-	if _, err := jcs.Transform(bytes.Trim(body, jsonWhitespace)); err != nil {
-		return body
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || !stripMembers(v, volatile) {
-		return body
-	}
-	stripped, err := json.Marshal(v)
-	if err != nil {
-		return body
-	}
-	return stripped
+func (f Fingerprinter) StripVolatile(body []byte) []byte { return f.Parse(body).Decode }
+
+// Body is a request body parsed once, for both its strict decoder and its
+// fingerprint (Fingerprinter.Parse).
+type Body struct {
+	// Decode is what a strict decoder reads: the body without its
+	// volatile members (numbers and strings as sent), or the body itself
+	// when it has none or is not valid RFC 8785 input (the decoder then
+	// reports what is wrong with it).
+	Decode []byte
+	// canonical is the RFC 8785 form of Decode (empty for an empty body);
+	// valid reports whether the body is valid RFC 8785 input, volatile
+	// members included.
+	canonical []byte
+	valid     bool
 }
 
-// stripMembers deletes the members named in names from every object in v, at
-// every depth, and reports whether it deleted any.
-func stripMembers(v any, names map[string]struct{}) bool {
-	removed := false
-	switch v := v.(type) {
-	case map[string]any:
-		for name, child := range v {
-			if _, ok := names[name]; ok {
-				delete(v, name)
-				removed = true
-				continue
-			}
-			if stripMembers(child, names) {
-				removed = true
-			}
+// Parse parses body once: it removes the volatile members at every depth
+// (Body.Decode) and canonicalizes the rest (RFC 8785) for Body.Fingerprint.
+// Validity is what it was when the whole body was canonicalized: the body
+// is one JSON value (RFC 8259) with nothing after it, without duplicate
+// member names or invalid Unicode, and every part, the removed members'
+// values included, is valid for RFC 8785 (numbers within IEEE 754 double
+// precision). Parse never fails; an invalid body's Fingerprint is
+// errBodyNotJSON and its Decode the body as sent.
+//
+// It reads the body once with a streaming tokenizer (jsontext), copying the
+// members that stay, and canonicalizes what is left once, with jsontext's
+// RFC 8785 canonicalizer (jcs.Transform when f removes no member). The
+// result is byte for byte what canonicalizing the body, removing the
+// members from a decoded tree, re-encoding and canonicalizing again with
+// jcs produced before (both are the RFC 8785 form of the same JSON value):
+// fingerprints stored before stay valid (TestFingerprintsStoredBefore,
+// FuzzParse against the former implementation).
+func (f Fingerprinter) Parse(body []byte) Body {
+	trimmed := bytes.Trim(body, jsonWhitespace)
+	if len(trimmed) == 0 {
+		return Body{Decode: body, canonical: []byte{}, valid: true}
+	}
+	out := body
+	removed, stripped := false, false
+	if names := f.VolatileFields; names == nil || len(names) > 0 {
+		stripped = true
+		s := stripper{names: names, out: make([]byte, 0, len(trimmed))}
+		s.dec.Reset(bytes.NewReader(trimmed))
+		if err := s.value(); err != nil {
+			return Body{Decode: body}
 		}
-	case []any:
-		for _, child := range v {
-			if stripMembers(child, names) {
-				removed = true
-			}
+		if _, err := s.dec.ReadToken(); !errors.Is(err, io.EOF) {
+			return Body{Decode: body} // trailing data
+		}
+		if s.removed {
+			out, removed = s.out, true
 		}
 	}
-	return removed
+	src := trimmed
+	if removed {
+		src = out
+	}
+	var canonical []byte
+	if stripped {
+		// Every number of src was checked by the stripper, which read
+		// all of it; jsontext's canonical form is RFC 8785's.
+		v := jsontext.Value(slices.Clone(src))
+		if err := v.Canonicalize(); err != nil {
+			return Body{Decode: body}
+		}
+		canonical = v
+	} else {
+		var err error
+		if canonical, err = jcs.Transform(src); err != nil {
+			return Body{Decode: body}
+		}
+	}
+	return Body{Decode: out, canonical: canonical, valid: true}
+}
+
+// stripper copies a JSON value token by token, leaving out the members
+// named in names (DefaultVolatileFields when nil) at every depth.
+type stripper struct {
+	names   []string
+	dec     jsontext.Decoder
+	out     []byte
+	removed bool
+}
+
+// volatile reports whether name is one of s's member names.
+func (s *stripper) volatile(name string) bool {
+	names := s.names
+	if names == nil {
+		names = DefaultVolatileFields
+	}
+	return slices.Contains(names, name)
+}
+
+// value copies the next value to s.out, without the volatile members of
+// its objects. A removed member's value must be valid for RFC 8785 too.
+func (s *stripper) value() error {
+	switch s.dec.PeekKind() {
+	case '{':
+		if _, err := s.dec.ReadToken(); err != nil {
+			return err
+		}
+		s.out = append(s.out, '{')
+		first := true
+		for s.dec.PeekKind() != '}' {
+			tok, err := s.dec.ReadToken()
+			if err != nil {
+				return err
+			}
+			name := tok.String()
+			if s.volatile(name) {
+				v, err := s.dec.ReadValue()
+				if err != nil {
+					return err
+				}
+				if _, err := jcs.Transform(v); err != nil {
+					return err
+				}
+				s.removed = true
+				continue
+			}
+			if !first {
+				s.out = append(s.out, ',')
+			}
+			first = false
+			if s.out, err = jsontext.AppendQuote(s.out, name); err != nil {
+				return err
+			}
+			s.out = append(s.out, ':')
+			if err := s.value(); err != nil {
+				return err
+			}
+		}
+		if _, err := s.dec.ReadToken(); err != nil {
+			return err
+		}
+		s.out = append(s.out, '}')
+		return nil
+	case '[':
+		if _, err := s.dec.ReadToken(); err != nil {
+			return err
+		}
+		s.out = append(s.out, '[')
+		for i := 0; s.dec.PeekKind() != ']'; i++ {
+			if i > 0 {
+				s.out = append(s.out, ',')
+			}
+			if err := s.value(); err != nil {
+				return err
+			}
+		}
+		if _, err := s.dec.ReadToken(); err != nil {
+			return err
+		}
+		s.out = append(s.out, ']')
+		return nil
+	default:
+		v, err := s.dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		if v.Kind() == '0' {
+			// RFC 8785 §3.2.2.3 (I-JSON, RFC 7493 §2.2): a number must
+			// be an IEEE 754 double; 1e400 is not valid input.
+			if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+				return err
+			}
+		}
+		s.out = append(s.out, v...)
+		return nil
+	}
 }

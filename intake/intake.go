@@ -69,15 +69,20 @@ func (d Decoder) policy() idempotency.Policy {
 // is EInvalid when required, and decodes nothing otherwise. The caller
 // checks the media type first (HTTP: Content-Type).
 func (d Decoder) JSON(body []byte, v any, required bool) error {
-	if Empty(body) {
+	return decodeParsed(d.Fingerprinter.Parse(body), v, required)
+}
+
+// decodeParsed is JSON of a body parsed once (idempotency.Fingerprinter.Parse),
+// whose fingerprint the caller takes from the same parse.
+func decodeParsed(b idempotency.Body, v any, required bool) error {
+	if Empty(b.Decode) {
 		if required {
 			return apperr.Errorf(apperr.EInvalid, "a JSON request body is required")
 		}
 		return nil
 	}
-	stripped := d.Fingerprinter.StripVolatile(body)
-	if err := json.Unmarshal(stripped, v, json.RejectUnknownMembers(true)); err != nil {
-		return apperr.Errorf(apperr.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err, stripped))
+	if err := json.Unmarshal(b.Decode, v, json.RejectUnknownMembers(true)); err != nil {
+		return apperr.Errorf(apperr.EInvalid, "the request body is not acceptable JSON: %s", jsonReason(err, b.Decode))
 	}
 	return nil
 }
@@ -93,6 +98,12 @@ func Empty(body []byte) bool { return len(bytes.TrimSpace(body)) == 0 }
 // reserved namespaces (derived:, anon:); EKeyRequired under PolicyRequire
 // without one.
 func (d Decoder) Key(values []string, route string, params map[string]string, body []byte) (idempotency.Key, error) {
+	return d.key(values, route, params, func() idempotency.Body { return d.Fingerprinter.Parse(body) })
+}
+
+// key is Key with the body parsed by parsed, called only when a
+// fingerprint is needed.
+func (d Decoder) key(values []string, route string, params map[string]string, parsed func() idempotency.Body) (idempotency.Key, error) {
 	const field = "Idempotency-Key"
 	if len(values) > 1 {
 		return idempotency.Key{}, &apperr.Error{Code: apperr.EInvalid, Message: "send exactly one Idempotency-Key",
@@ -106,7 +117,7 @@ func (d Decoder) Key(values []string, route string, params map[string]string, bo
 		return idempotency.Key{}, apperr.Errorf(apperr.EKeyRequired,
 			"this server requires an Idempotency-Key header on %s %s", method, route)
 	}
-	fp, err := d.Fingerprinter.Fingerprint(idempotency.Request{Method: method, Route: route, PathParams: params, Body: body})
+	fp, err := parsed().Fingerprint(method, route, params)
 	if err != nil {
 		return idempotency.Key{}, err
 	}
@@ -129,15 +140,17 @@ func (d Decoder) Key(values []string, route string, params map[string]string, bo
 // Create decodes and validates a create's body and returns its key and
 // input. keys are the key field's values.
 func (d Decoder) Create(keys []string, body []byte) (idempotency.Key, order.NewOrderInput, error) {
+	// One parse for the decoder and the fingerprint.
+	parsed := d.Fingerprinter.Parse(body)
 	var cb createBody
-	if err := d.JSON(body, &cb, true); err != nil {
+	if err := decodeParsed(parsed, &cb, true); err != nil {
 		return idempotency.Key{}, order.NewOrderInput{}, err
 	}
 	in, err := cb.input()
 	if err != nil {
 		return idempotency.Key{}, order.NewOrderInput{}, err
 	}
-	key, err := d.Key(keys, CreateRoute, nil, body)
+	key, err := d.key(keys, CreateRoute, nil, func() idempotency.Body { return parsed })
 	return key, in, err
 }
 
@@ -157,10 +170,11 @@ type Transition struct {
 // for an operation that is not a transition.
 func (d Decoder) Transition(tenant string, op Op, orderID string, keys []string, body []byte, wait time.Duration) (Transition, error) {
 	t := Transition{Op: op, Call: service.Call{TenantID: tenant, OrderID: orderID, Wait: wait}}
+	parsed := d.Fingerprinter.Parse(body) // one parse for the decoder and the fingerprint
 	switch op {
 	case OpPay:
 		var pb payBody
-		if err := d.JSON(body, &pb, true); err != nil {
+		if err := decodeParsed(parsed, &pb, true); err != nil {
 			return Transition{}, err
 		}
 		in, err := pb.input()
@@ -169,16 +183,16 @@ func (d Decoder) Transition(tenant string, op Op, orderID string, keys []string,
 		}
 		t.Pay = in
 	case OpFulfill, OpCancel:
-		if err := d.JSON(body, &emptyBody{}, false); err != nil {
+		if err := decodeParsed(parsed, &emptyBody{}, false); err != nil {
 			return Transition{}, err
 		}
 		if Empty(body) || bytes.Equal(bytes.TrimSpace(body), []byte("null")) {
-			body = []byte("{}") // no body, null and {} are the same request
+			parsed = d.Fingerprinter.Parse([]byte("{}")) // no body, null and {} are the same request
 		}
 	default:
 		return Transition{}, apperr.Errorf(apperr.ENotFound, "%q is not an operation on an order (pay, fulfill or cancel)", op)
 	}
-	key, err := d.Key(keys, op.Route(), map[string]string{"id": orderID}, body)
+	key, err := d.key(keys, op.Route(), map[string]string{"id": orderID}, func() idempotency.Body { return parsed })
 	if err != nil {
 		return Transition{}, err
 	}

@@ -34,7 +34,16 @@ type Metrics struct {
 	transitions  *prometheus.CounterVec // from, to
 	noOps        *prometheus.CounterVec // event
 	stmtErrors   *prometheus.CounterVec // kind
+	// Stages a request waits in (issue 19: what the slow ones wait on).
+	poolWait   prometheus.Observer
+	groupSize  prometheus.Observer
+	groupWait  prometheus.Observer
+	groupWrite prometheus.Observer
 }
+
+// stageBuckets are the buckets of the stage histograms, in seconds: from
+// 50 µs to 2.5 s, finer than prometheus.DefBuckets below 5 ms.
+var stageBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 
 // keyEventMetrics names the counter of each idempotency protocol event.
 var keyEventMetrics = map[service.KeyEvent][2]string{
@@ -87,6 +96,18 @@ func NewMetrics() *Metrics {
 		stmtErrors: f.counter("orderly_db_statement_errors_total",
 			"PostgreSQL statements that failed, by kind (guard, unique_violation, serialization_failure, deadlock, statement_timeout, lock_timeout, unavailable, constraint, sql, canceled, connection, other).",
 			"kind"),
+		poolWait: f.histogram("orderly_db_pool_acquire_wait_seconds",
+			"Seconds each PostgreSQL statement or transaction waited for a connection of orderd's pool (0 when one was idle).",
+			stageBuckets).WithLabelValues(),
+		groupSize: f.histogram("orderly_group_commit_size",
+			"Creates per group of the group commit (one transaction and one commit each).",
+			[]float64{1, 2, 4, 8, 16, 32, 64}).WithLabelValues(),
+		groupWait: f.histogram("orderly_group_commit_wait_seconds",
+			"Seconds from the arrival of a group's oldest create until the group's write began (gathering, and waiting while another group was written).",
+			stageBuckets).WithLabelValues(),
+		groupWrite: f.histogram("orderly_group_commit_write_seconds",
+			"Seconds of one group's write: its transaction and commit (and on SQLite its fsync).",
+			stageBuckets).WithLabelValues(),
 	}
 	for ev, nh := range keyEventMetrics {
 		m.keyEvents[ev] = f.counter(nh[0], nh[1]+" By operation (create, pay, fulfill, cancel).", "operation")

@@ -25,7 +25,18 @@ type Observer struct {
 	tracer trace.Tracer
 }
 
-var _ service.Observer = (*Observer)(nil)
+var (
+	_ service.Observer      = (*Observer)(nil)
+	_ service.StageObserver = (*Observer)(nil)
+)
+
+// GroupCommit implements service.StageObserver: the group's size, wait and
+// write in orderly_group_commit_size, _wait_seconds and _write_seconds.
+func (o *Observer) GroupCommit(size int, wait, write time.Duration) {
+	o.m.groupSize.Observe(float64(size))
+	o.m.groupWait.Observe(wait.Seconds())
+	o.m.groupWrite.Observe(write.Seconds())
+}
 
 // NewObserver returns the service observer over m, tracing with tp (no
 // spans when tp is nil).
@@ -57,7 +68,7 @@ func (o *Observer) StartOperation(ctx context.Context, op idempotency.Operation)
 // "provider.<operation>", and counts the call and its latency.
 func (o *Observer) StartProviderCall(ctx context.Context, op service.ProviderOp) (context.Context, func(service.ProviderOutcome)) {
 	start := time.Now()
-	ctx, span := o.tracer.Start(ctx, "provider."+string(op), trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := o.tracer.Start(ctx, "provider."+string(op), spanKindClient)
 	return ctx, func(out service.ProviderOutcome) {
 		o.m.providerTime.WithLabelValues(string(op)).Observe(time.Since(start).Seconds())
 		o.m.providerCall.WithLabelValues(string(op), string(out)).Inc()

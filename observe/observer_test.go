@@ -3,10 +3,12 @@ package observe
 import (
 	"errors"
 	"io"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/orderly/orderly/store"
@@ -84,5 +86,45 @@ func TestLabelsAreBounded(t *testing.T) {
 		if got := statusClass(in); got != want {
 			t.Errorf("statusClass(%d) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The stage histograms count what they are told: GroupCommit's size, wait
+// and write, and each pool acquire's wait (PgxTracer as pgxpool's
+// AcquireTracer).
+func TestStageHistograms(t *testing.T) {
+	m := NewMetrics()
+	o := NewObserver(m, nil)
+	o.GroupCommit(3, 2*time.Millisecond, 5*time.Millisecond)
+	o.GroupCommit(1, 0, time.Millisecond)
+	tr := NewPgxTracer(m, nil)
+	ctx := tr.TraceAcquireStart(t.Context(), nil, pgxpool.TraceAcquireStartData{})
+	tr.TraceAcquireEnd(ctx, nil, pgxpool.TraceAcquireEndData{})
+	want := map[string]struct {
+		count uint64
+		sum   float64
+	}{
+		"orderly_group_commit_size":            {2, 4},
+		"orderly_group_commit_wait_seconds":    {2, 0.002},
+		"orderly_group_commit_write_seconds":   {2, 0.006},
+		"orderly_db_pool_acquire_wait_seconds": {1, -1},
+	}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		w, ok := want[mf.GetName()]
+		if !ok {
+			continue
+		}
+		delete(want, mf.GetName())
+		h := mf.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != w.count || (w.sum >= 0 && math.Abs(h.GetSampleSum()-w.sum) > 1e-9) {
+			t.Errorf("%s: count %d, sum %g; want %d, %g", mf.GetName(), h.GetSampleCount(), h.GetSampleSum(), w.count, w.sum)
+		}
+	}
+	for name := range want {
+		t.Errorf("%s is not registered", name)
 	}
 }

@@ -10,10 +10,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
+
+// spanKindClient is the start option of every client span, made once (an
+// option built per call is an allocation per statement).
+var spanKindClient = trace.WithSpanKind(trace.SpanKindClient)
 
 // PgxTracer is a pgx tracer (pgx.QueryTracer and pgx.BatchTracer) that
 // makes a client span of each statement and counts failed statements by
@@ -28,9 +33,30 @@ type PgxTracer struct {
 }
 
 var (
-	_ pgx.QueryTracer = (*PgxTracer)(nil)
-	_ pgx.BatchTracer = (*PgxTracer)(nil)
+	_ pgx.QueryTracer       = (*PgxTracer)(nil)
+	_ pgx.BatchTracer       = (*PgxTracer)(nil)
+	_ pgxpool.AcquireTracer = (*PgxTracer)(nil)
 )
+
+// acquireKey carries the start of a pool acquire in its context.
+type acquireKey struct{}
+
+// TraceAcquireStart implements pgxpool.AcquireTracer: it notes when the
+// acquire began.
+func (t *PgxTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	if t.m == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, acquireKey{}, time.Now())
+}
+
+// TraceAcquireEnd implements pgxpool.AcquireTracer: the wait for a
+// connection goes to orderly_db_pool_acquire_wait_seconds.
+func (t *PgxTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+	if start, ok := ctx.Value(acquireKey{}).(time.Time); ok && data.Err == nil {
+		t.m.poolWait.Observe(time.Since(start).Seconds())
+	}
+}
 
 // NewPgxTracer returns the tracer counting into m (nothing when nil) and
 // tracing with tp (no spans when nil).
@@ -43,7 +69,7 @@ func NewPgxTracer(m *Metrics, tp trace.TracerProvider) *PgxTracer {
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (t *PgxTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	ctx, span := t.tracer.Start(ctx, "db.query", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, "db.query", spanKindClient)
 	if span.IsRecording() {
 		span.SetAttributes(attrDBSystem, attrDBQuery.String(compactSQL(data.SQL)))
 	}
@@ -68,7 +94,7 @@ type batchKey struct{}
 
 // TraceBatchStart implements pgx.BatchTracer.
 func (t *PgxTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	ctx, span := t.tracer.Start(ctx, "db.batch", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, "db.batch", spanKindClient)
 	if span.IsRecording() && data.Batch != nil {
 		span.SetAttributes(attrDBSystem, attrDBBatch.Int(data.Batch.Len()))
 	}
@@ -82,15 +108,21 @@ func (t *PgxTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.T
 	if st == nil {
 		return
 	}
+	if data.Err != nil {
+		st.failed = true
+	}
+	if !st.span.IsRecording() {
+		// Not traced (no exporter, or not sampled): no child span to
+		// make, only the error to count.
+		t.failed(st.span, data.Err)
+		return
+	}
 	now := time.Now()
-	_, span := t.tracer.Start(ctx, "db.batch.query", trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(st.lastEnd))
+	_, span := t.tracer.Start(ctx, "db.batch.query", spanKindClient, trace.WithTimestamp(st.lastEnd))
 	if span.IsRecording() {
 		span.SetAttributes(attrDBSystem, attrDBQuery.String(compactSQL(data.SQL)))
 	}
 	st.lastEnd = now
-	if data.Err != nil {
-		st.failed = true
-	}
 	t.failed(span, data.Err)
 	span.End(trace.WithTimestamp(now))
 }

@@ -41,6 +41,7 @@ type groupCommit struct {
 	done     chan struct{}
 	workers  sync.WaitGroup
 	stopOnce sync.Once
+	stages   StageObserver // nil: stages are not timed
 }
 
 // createCall is one create waiting for its group.
@@ -48,6 +49,7 @@ type createCall struct {
 	ctx  context.Context
 	req  store.NewOrder
 	done chan createResult
+	at   time.Time // when it arrived (timed only with a StageObserver)
 }
 
 type createResult struct {
@@ -74,6 +76,9 @@ func newGroupCommit(st store.Store, maxBatch, workers int) *groupCommit {
 // would: nil when created, or the key's holder.
 func (g *groupCommit) do(ctx context.Context, req store.NewOrder) (*store.Holder, error) {
 	c := &createCall{ctx: ctx, req: req, done: make(chan createResult, 1)}
+	if g.stages != nil {
+		c.at = time.Now()
+	}
 	select {
 	case g.in <- c:
 	case <-g.done:
@@ -140,6 +145,16 @@ func (g *groupCommit) write(group []*createCall) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(group[0].ctx), groupTimeout)
 	defer cancel()
+	if g.stages != nil {
+		start := time.Now()
+		oldest := start
+		for _, c := range group {
+			if !c.at.IsZero() && c.at.Before(oldest) {
+				oldest = c.at
+			}
+		}
+		defer func() { g.stages.GroupCommit(len(group), start.Sub(oldest), time.Since(start)) }()
+	}
 	held, err := g.store.CreateOrders(ctx, unique)
 	if err != nil {
 		// The group failed as a whole: each create on its own, in arrival

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -216,6 +217,152 @@ func TestGroupDuplicateIsJudgedOnTheDatabasesClock(t *testing.T) {
 			res, err := svc.answer(t.Context(), same, r)
 			if err != nil || !res.Replayed || res.Order.ID != first.req.Order.ID {
 				t.Errorf("duplicate = %+v, %v; want a replay of %s", res, err, first.req.Order.ID)
+			}
+		})
+	}
+}
+
+// batchSizes is a store that records the size of every group written
+// (CreateOrders) and how many of them the store refused as a whole.
+type batchSizes struct {
+	store.Store
+	mu      sync.Mutex
+	sizes   []int
+	refused int
+}
+
+func (b *batchSizes) CreateOrders(ctx context.Context, batch []store.NewOrder) ([]*store.Holder, error) {
+	out, err := b.Store.CreateOrders(ctx, batch)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, len(batch))
+	if err != nil {
+		b.refused++
+	}
+	return out, err
+}
+
+// Concurrent creates through the running workers, a quarter of them
+// refused by the store (a CHECK constraint: the whole group fails and is
+// written again one create at a time), a quarter sharing four keys: every
+// create gets its own answer, no good create is lost or written twice
+// because a member of its group failed, and a refused create leaves
+// neither its key nor its order. Both stores, real goroutines.
+func TestGroupCommitFailedMemberUnderConcurrency(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			st := &batchSizes{Store: openStore(t, kind)}
+			svc := New(st, nil, nil, Config{GroupCommit: true})
+			defer svc.Close()
+			in := order.NewOrderInput{CustomerID: "c", Currency: "EUR", Items: []order.Item{{SKU: "s", Quantity: 1, UnitPrice: 1}}}
+			const n = 96
+			ids := make([]string, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					switch i % 4 {
+					case 0: // refused by the store
+						c := svc.call(t, idempotency.Key{Value: fmt.Sprintf("bad-%d", i), Fingerprint: "b"}, "c")
+						c.req.Order.Currency = "eur"
+						if held, err := svc.creates.do(t.Context(), c.req); err == nil {
+							t.Errorf("create %d with a refused order = %+v, nil; want an error", i, held)
+						}
+					case 1: // one of four shared keys
+						res, err := svc.Create(t.Context(), "t1", idempotency.Key{Value: fmt.Sprintf("dup-%d", i%16), Fingerprint: "same"}, in)
+						if err != nil {
+							t.Errorf("create %d: %v", i, err)
+							return
+						}
+						ids[i] = res.Order.ID
+					default: // its own key
+						res, err := svc.Create(t.Context(), "t1", idempotency.Key{Value: fmt.Sprintf("own-%d", i), Fingerprint: "x"}, in)
+						if err != nil || res.Replayed {
+							t.Errorf("create %d: %+v, %v; want created", i, res, err)
+							return
+						}
+						ids[i] = res.Order.ID
+					}
+				})
+			}
+			wg.Wait()
+			perKey := map[int]string{}
+			seen := map[string]bool{}
+			for i := range n {
+				switch i % 4 {
+				case 0:
+					if _, err := st.LookupKey(t.Context(), "t1", idempotency.HashKey(fmt.Sprintf("bad-%d", i))); !errors.Is(err, store.ErrNotFound) {
+						t.Errorf("refused create %d: its key was stored (%v)", i, err)
+					}
+				case 1:
+					if prev, ok := perKey[i%16]; ok && prev != ids[i] {
+						t.Errorf("key dup-%d answered orders %s and %s", i%16, prev, ids[i])
+					}
+					perKey[i%16] = ids[i]
+				default:
+					if seen[ids[i]] {
+						t.Errorf("create %d answered order %s, another create's", i, ids[i])
+					}
+					seen[ids[i]] = true
+				}
+			}
+			os, err := st.ListOrders(t.Context(), "t1", order.Filter{Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := n/2 + len(perKey); len(os) != want {
+				t.Errorf("%d orders stored, want %d (%d own keys, %d shared keys)", len(os), want, n/2, len(perKey))
+			}
+			for _, o := range os {
+				if o.Currency != "EUR" {
+					t.Errorf("a refused order was stored: %+v", o)
+				}
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			t.Logf("%d groups (%d refused as a whole), sizes %v", len(st.sizes), st.refused, st.sizes)
+		})
+	}
+}
+
+// stageCount is an Observer that sums what GroupCommit reports.
+type stageCount struct {
+	nopObserver
+	mu            sync.Mutex
+	groups, sizes int
+	negative      bool
+}
+
+func (s *stageCount) GroupCommit(size int, wait, write time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups++
+	s.sizes += size
+	s.negative = s.negative || wait < 0 || write < 0
+}
+
+// A StageObserver is told every group: its sizes add up to the creates
+// sent, each group at least one.
+func TestGroupCommitReportsStages(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			obs := &stageCount{}
+			svc := New(openStore(t, kind), nil, nil, Config{GroupCommit: true, Observer: obs})
+			in := order.NewOrderInput{CustomerID: "c", Currency: "EUR", Items: []order.Item{{SKU: "s", Quantity: 1, UnitPrice: 1}}}
+			const n = 40
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					if _, err := svc.Create(t.Context(), "t1", idempotency.Key{Value: fmt.Sprintf("k-%d", i), Fingerprint: "x"}, in); err != nil {
+						t.Errorf("create %d: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			svc.Close()
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if obs.sizes != n || obs.groups < 1 || obs.groups > n || obs.negative {
+				t.Errorf("GroupCommit reported %d groups of %d creates in all (a negative duration: %v); want %d creates", obs.groups, obs.sizes, obs.negative, n)
 			}
 		})
 	}

@@ -42,6 +42,19 @@ type Observer interface {
 	SweepPass(res store.SweepResult)
 }
 
+// StageObserver is an Observer that also times the stages a create waits
+// in, to explain latency tails (issue 19). The service calls it when its
+// Observer implements it (package observe's does); it must be cheap and
+// safe for concurrent use.
+type StageObserver interface {
+	// GroupCommit reports one group of the group commit: size creates,
+	// wait from the arrival of its oldest create until its write began
+	// (gathering, and waiting for a worker while another group was
+	// written), and write, the group's one transaction (CreateOrders;
+	// with a store that refused the group, the one-by-one fallback too).
+	GroupCommit(size int, wait, write time.Duration)
+}
+
 // ProviderOp names a call to a provider.
 type ProviderOp string
 

@@ -181,6 +181,7 @@ func New(st store.Store, gw payment.ChargeGateway, wh fulfillment.Warehouse, cfg
 	}
 	if cfg.GroupCommit {
 		svc.creates = newGroupCommit(st, cfg.GroupCommitMaxBatch, cfg.GroupCommitWorkers)
+		svc.creates.stages, _ = svc.obs.(StageObserver)
 	}
 	return svc
 }

@@ -583,62 +583,14 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 		_ = tel.shutdown(sctx) // flushes the spans still batched
 	}()
 	log := tel.log
-	st, attrs, err := openStore(ctx, c, tel)
+	a, err := build(ctx, c, tel)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	log.Info("store ready", attrs...)
-
-	gw, wh, err := providers(c, tel)
-	if err != nil {
-		return err
-	}
-	svc := service.New(st, gw, wh, service.Config{
-		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
-		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
-		GroupCommit: c.GroupCommit, UnresolvedAfter: c.UnresolvedAfter, CompleterParallel: c.CompleterParallel,
-		Observer: observe.NewObserver(tel.metrics, tel.tp),
-	})
-	defer svc.Close() // before the store closes (deferred earlier, so it runs later)
-	workers := startBackground(ctx)
-	// Before the service and the store close: a completer pass may be in
-	// the middle of a provider call whose outcome it must still write.
-	defer workers.stop()
-	workers.every(c.CompleterInterval, func(ctx context.Context) {
-		if n, err := svc.RecoverAbandoned(ctx, 50); err != nil {
-			log.Warn("completer pass failed", "err", err)
-		} else if n > 0 {
-			log.Info("completer pass", "taken_over", n)
-		}
-	})
-	workers.every(c.SweepInterval, func(ctx context.Context) {
-		for range 20 { // at most 20 batches a pass, so one pass stays short
-			res, err := svc.SweepKeys(ctx, 500)
-			if err != nil {
-				log.Warn("sweep failed", "err", err)
-				return
-			}
-			if res.Tombstoned+res.Deleted > 0 {
-				log.Info("swept idempotency keys", "tombstoned", res.Tombstoned, "deleted", res.Deleted)
-			}
-			if res.Tombstoned < 500 && res.Deleted < 500 {
-				return
-			}
-		}
-	})
-	endpoints, err := startEvents(workers, c.Events, st, log)
-	if err != nil {
-		return err
-	}
-	// Registrations honour Idempotency-Key in the orders' ledger.
-	endpoints.Ledger, endpoints.KeyTTL, endpoints.DerivedKeyTTL = st, c.KeyTTL, c.DerivedKeyTTL
-	ops, err := svc.Operations()
-	if err != nil {
-		return err
-	}
-	opHandler := operator.New(ops, operator.Config{Credentials: c.OperatorKeys, AuthFailuresPerMinute: c.AuthFailuresPerMinute,
-		Logger: log})
+	// Closes the workers, the service and the store, in that order, after
+	// the listeners deferred below have stopped.
+	defer a.close()
+	svc, workers, apiCfg, handler := a.svc, a.workers, a.apiCfg, a.handler
 	switch {
 	case c.AdminAddr != "" && len(c.OperatorKeys) > 0:
 		log.Info("operator API on the admin listener", "prefix", operator.Prefix, "operators", len(c.OperatorKeys))
@@ -648,33 +600,11 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 	case len(c.OperatorKeys) > 0:
 		log.Warn("operator credentials are set but the admin listener is off: set ORDERD_ADMIN_ADDR to serve the operator API")
 	}
-	stopAdmin, err := startAdmin(c, tel.metrics, svc, opHandler, log)
+	stopAdmin, err := startAdmin(c, tel.metrics, svc, a.ops, log)
 	if err != nil {
 		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR): %w", err)
 	}
 	defer stopAdmin(context.Background())
-	apiCfg := api.Config{
-		Events:         endpoints,
-		APIKeys:        c.APIKeys,
-		Policy:         c.Policy,
-		Fingerprinter:  idempotency.Fingerprinter{VolatileFields: c.VolatileFields},
-		MaxBodyBytes:   c.MaxBodyBytes,
-		Logger:         log,
-		MaxInFlight:    c.MaxInFlight,
-		RequestTimeout: c.RequestTimeout,
-
-		TenantMaxInFlight:     c.TenantMaxInFlight,
-		TenantRateLimit:       c.TenantRateLimit,
-		TenantBurst:           c.TenantBurst,
-		AuthFailuresPerMinute: c.AuthFailuresPerMinute,
-	}
-	// One gate for HTTP requests and NATS commands: a tenant's commands
-	// count against its rate and in-flight slots, and the server's.
-	apiCfg.Gate = api.NewGate(apiCfg)
-	if c.ProviderWebhookSecret != "" {
-		apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
-	}
-	handler := apiHandler(svc, apiCfg, tel)
 	if c.CommandsNATSURL != "" {
 		stopCommands, err := startCommands(workers.ctx, c, svc, apiCfg, log)
 		if err != nil {
@@ -719,6 +649,116 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// app is what build assembles: the store, the service over it, the
+// background workers (completer, sweeper, webhook dispatcher, publisher),
+// the API configuration and handler, and the operator API's handler.
+type app struct {
+	st      store.Store
+	svc     *service.Service
+	workers *background
+	apiCfg  api.Config
+	handler http.Handler // the API listener's handler (apiHandler)
+	ops     http.Handler // the operator API (served on the admin listener)
+}
+
+// close stops the workers, then closes the service, then the store: a
+// completer pass may be in the middle of a provider call whose outcome it
+// must still write.
+func (a *app) close() {
+	a.workers.stop()
+	a.svc.Close()
+	a.st.Close()
+}
+
+// build opens the configured store and assembles the service, its
+// background workers and the API handler exactly as Run serves them (Run
+// adds the listeners and the NATS commands). The benchmark of the
+// production handler chain (BenchmarkHandler) builds it the same way. The
+// caller calls close.
+func build(ctx context.Context, c Config, tel *telemetry) (_ *app, err error) {
+	log := tel.log
+	st, attrs, err := openStore(ctx, c, tel)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("store ready", attrs...)
+	gw, wh, err := providers(c, tel)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	svc := service.New(st, gw, wh, service.Config{
+		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
+		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
+		GroupCommit: c.GroupCommit, UnresolvedAfter: c.UnresolvedAfter, CompleterParallel: c.CompleterParallel,
+		Observer: observe.NewObserver(tel.metrics, tel.tp),
+	})
+	a := &app{st: st, svc: svc, workers: startBackground(ctx)}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	workers := a.workers
+	workers.every(c.CompleterInterval, func(ctx context.Context) {
+		if n, err := svc.RecoverAbandoned(ctx, 50); err != nil {
+			log.Warn("completer pass failed", "err", err)
+		} else if n > 0 {
+			log.Info("completer pass", "taken_over", n)
+		}
+	})
+	workers.every(c.SweepInterval, func(ctx context.Context) {
+		for range 20 { // at most 20 batches a pass, so one pass stays short
+			res, err := svc.SweepKeys(ctx, 500)
+			if err != nil {
+				log.Warn("sweep failed", "err", err)
+				return
+			}
+			if res.Tombstoned+res.Deleted > 0 {
+				log.Info("swept idempotency keys", "tombstoned", res.Tombstoned, "deleted", res.Deleted)
+			}
+			if res.Tombstoned < 500 && res.Deleted < 500 {
+				return
+			}
+		}
+	})
+	endpoints, err := startEvents(workers, c.Events, st, log)
+	if err != nil {
+		return nil, err
+	}
+	// Registrations honour Idempotency-Key in the orders' ledger.
+	endpoints.Ledger, endpoints.KeyTTL, endpoints.DerivedKeyTTL = st, c.KeyTTL, c.DerivedKeyTTL
+	opsSvc, err := svc.Operations()
+	if err != nil {
+		return nil, err
+	}
+	a.ops = operator.New(opsSvc, operator.Config{Credentials: c.OperatorKeys, AuthFailuresPerMinute: c.AuthFailuresPerMinute,
+		Logger: log})
+	a.apiCfg = api.Config{
+		Events:         endpoints,
+		APIKeys:        c.APIKeys,
+		Policy:         c.Policy,
+		Fingerprinter:  idempotency.Fingerprinter{VolatileFields: c.VolatileFields},
+		MaxBodyBytes:   c.MaxBodyBytes,
+		Logger:         log,
+		MaxInFlight:    c.MaxInFlight,
+		RequestTimeout: c.RequestTimeout,
+
+		TenantMaxInFlight:     c.TenantMaxInFlight,
+		TenantRateLimit:       c.TenantRateLimit,
+		TenantBurst:           c.TenantBurst,
+		AuthFailuresPerMinute: c.AuthFailuresPerMinute,
+	}
+	// One gate for HTTP requests and NATS commands: a tenant's commands
+	// count against its rate and in-flight slots, and the server's.
+	a.apiCfg.Gate = api.NewGate(a.apiCfg)
+	if c.ProviderWebhookSecret != "" {
+		a.apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
+	}
+	a.handler = apiHandler(svc, a.apiCfg, tel)
+	return a, nil
 }
 
 // apiHandler is the handler the API listener serves: the API's router

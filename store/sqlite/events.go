@@ -183,7 +183,7 @@ func (s *Store) EndpointSecret(ctx context.Context, tenantID, id string) (string
 // DeleteEndpoint implements store.EventStore (its deliveries go with it:
 // ON DELETE CASCADE).
 func (s *Store) DeleteEndpoint(ctx context.Context, tenantID, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+	res, err := s.c.ExecContext(ctx, `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND id = $2`, tenantID, id)
 	if err != nil {
 		return translate(err)
 	}
@@ -359,5 +359,5 @@ RETURNING cursor`, name, holder, now, now+lease.Microseconds()).Scan(&cursor)
 
 // AdvanceCursor implements store.EventStore.
 func (s *Store) AdvanceCursor(ctx context.Context, name, holder, cursor string) error {
-	return fenced(s.db.ExecContext(ctx, `UPDATE event_cursors SET cursor = $3 WHERE name = $1 AND holder = $2`, name, holder, cursor))
+	return fenced(s.c.ExecContext(ctx, `UPDATE event_cursors SET cursor = $3 WHERE name = $1 AND holder = $2`, name, holder, cursor))
 }
