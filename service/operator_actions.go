@@ -86,4 +86,6 @@ func (p *Operations) CancelOrder(ctx context.Context, c OperatorCall, orderID st
 }
 
 // Backlog is Service.Backlog, for the operators' overview.
-func (p *Operations) Backlog(ctx context.Context) (store.WorkBacklog, bool, error) { return p.s.Backlog(ctx) }
+func (p *Operations) Backlog(ctx context.Context) (store.WorkBacklog, bool, error) {
+	return p.s.Backlog(ctx)
+}

@@ -143,4 +143,3 @@ func parseSince(s string) (time.Time, error) {
 	return time.Time{}, &apperr.Error{Code: apperr.EInvalid, Message: "the action has invalid fields",
 		Fields: []apperr.FieldError{{Field: "since", Reason: "must be a UTC time such as 2026-12-01T10:00"}}}
 }
-
