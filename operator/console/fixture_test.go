@@ -305,9 +305,13 @@ func login(t *testing.T, ctx context.Context, base, token string) {
 		chromedp.WaitVisible(chromedp.CSS("#backlogs")))
 }
 
-// text returns the text of the first node matching sel, once it exists.
+// text returns the text of the first node matching sel, once it exists
+// (waiting at most a minute: a bound on a page that never comes, not a
+// deadline a step must meet).
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
 	if err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
