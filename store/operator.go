@@ -141,6 +141,14 @@ type OperatorExecutor interface {
 	// ErrNotFound: no such endpoint.
 	RequeueFailedDeliveries(ctx context.Context, endpointID string, since time.Time) (tenantID string, n int, err error)
 
+	// RotateEndpointSecret makes secret endpoint endpointID's signing
+	// secret. With grace > 0 its former secret keeps signing beside it
+	// until grace after now on the store's clock (ClaimDeliveries returns
+	// it as Delivery.PreviousSecret until then); with grace 0 it stops at
+	// once. It returns the endpoint's tenant. ErrNotFound: no such
+	// endpoint.
+	RotateEndpointSecret(ctx context.Context, endpointID, secret string, grace time.Duration) (tenantID string, err error)
+
 	// EnableEndpoint clears a disabled endpoint's reason, so deliveries
 	// are claimed for it again, and returns its tenant.
 	// ErrVersionConflict: the endpoint is enabled.

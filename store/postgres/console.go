@@ -107,3 +107,27 @@ SELECT (SELECT tenant_id FROM webhook_endpoints WHERE id = $1), (SELECT count(*)
 	}
 	return *tenant, n, nil
 }
+
+// RotateEndpointSecret implements store.OperatorExecutor.
+func (e opExecutor) RotateEndpointSecret(ctx context.Context, endpointID, secret string, grace time.Duration) (string, error) {
+	var tenant *string
+	err := e.db.query(ctx, `UPDATE webhook_endpoints SET
+    previous_secret = CASE WHEN $3::bigint > 0 THEN secret END,
+    previous_secret_until = CASE WHEN $3::bigint > 0 THEN orderly_now() + $3::bigint * interval '1 microsecond' END,
+    secret = $2
+WHERE id = $1 RETURNING tenant_id`, []any{endpointID, secret, grace.Microseconds()}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&tenant); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return "", translate(err)
+	case tenant == nil:
+		return "", store.ErrNotFound
+	}
+	return *tenant, nil
+}

@@ -85,3 +85,14 @@ WHERE endpoint_id = ?1 AND status = 'failed' AND updated_at >= ?2`, endpointID, 
 	n, err := res.RowsAffected()
 	return tenant, int(n), translate(err)
 }
+
+// RotateEndpointSecret implements store.OperatorExecutor.
+func (e opExecutor) RotateEndpointSecret(ctx context.Context, endpointID, secret string, grace time.Duration) (string, error) {
+	var tenant string
+	err := e.c.QueryRowContext(ctx, `UPDATE webhook_endpoints SET
+    previous_secret = CASE WHEN ?3 > 0 THEN secret END,
+    previous_secret_until = CASE WHEN ?3 > 0 THEN ?4 + ?3 END,
+    secret = ?2
+WHERE id = ?1 RETURNING tenant_id`, endpointID, secret, grace.Microseconds(), e.now()).Scan(&tenant)
+	return tenant, translate(err)
+}

@@ -171,6 +171,8 @@ func testOperatorLists(t *testing.T, open func(t *testing.T) *subject) {
 		}
 	})
 
+	t.Run("RotateEndpointSecret", func(t *testing.T) { testRotateEndpointSecret(t, open) })
+
 	t.Run("ListOperatorActions", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := open(t), t.Context()
@@ -214,4 +216,67 @@ func testOperatorLists(t *testing.T, open func(t *testing.T) *subject) {
 			t.Fatalf("ListOperatorActions(zero filter) = %s, want none", g)
 		}
 	})
+}
+
+// testRotateEndpointSecret: a rotation with a grace period makes claims
+// carry the former secret beside the new one until the grace ends on the
+// store's clock; one without a grace drops it at once; a missing
+// endpoint is ErrNotFound.
+func testRotateEndpointSecret(t *testing.T, open func(t *testing.T) *subject) {
+	t.Parallel()
+	s, ctx := open(t), t.Context()
+	s.at(base)
+	ops, es := operatorOf(t, s), s.Store.(store.EventStore)
+	ep := event.Endpoint{ID: "we_" + strings.Repeat("e", 32), TenantID: "tenant-a", URL: "http://127.0.0.1:9/e",
+		Types: []event.Type{event.OrderCreated}, Secret: "whsec_old", Enabled: true, CreatedAt: base}
+	if err := es.CreateEndpoint(ctx, ep, 0); err != nil {
+		t.Fatal(err)
+	}
+	rotate := func(id, secret string, grace time.Duration) (string, error) {
+		var tenant string
+		err := ops.OperatorTx(ctx, func(tx store.OperatorExecutor) error {
+			var err error
+			tenant, err = tx.RotateEndpointSecret(ctx, id, secret, grace)
+			return err
+		})
+		return tenant, err
+	}
+	claim := func(at time.Time) event.Delivery {
+		t.Helper()
+		s.at(at)
+		mustCreate(t, s, nil, newOrder(t, "tenant-a", "cust-r", at))
+		ds, err := es.ClaimDeliveries(ctx, store.DeliveryClaim{Lease: time.Minute, Limit: 10})
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("claim at %s = %+v, %v; want one", at, ds, err)
+		}
+		if err := es.FinishDelivery(ctx, store.DeliveryOutcome{EndpointID: ds[0].EndpointID, EventID: ds[0].EventID,
+			Attempts: ds[0].Attempts, Status: event.DeliverySucceeded, LastStatus: 200}); err != nil {
+			t.Fatal(err)
+		}
+		return ds[0]
+	}
+	if _, err := rotate("we_"+strings.Repeat("f", 32), "whsec_x", time.Hour); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rotating a missing endpoint = %v, want ErrNotFound", err)
+	}
+	if d := claim(base); d.Secret != "whsec_old" || d.PreviousSecret != "" {
+		t.Fatalf("before the rotation: secret %q, previous %q", d.Secret, d.PreviousSecret)
+	}
+	if tenant, err := rotate(ep.ID, "whsec_new", time.Hour); err != nil || tenant != "tenant-a" {
+		t.Fatalf("rotate = %q, %v", tenant, err)
+	}
+	if d := claim(base.Add(59 * time.Minute)); d.Secret != "whsec_new" || d.PreviousSecret != "whsec_old" {
+		t.Fatalf("within the grace: secret %q, previous %q; want both", d.Secret, d.PreviousSecret)
+	}
+	if d := claim(base.Add(61 * time.Minute)); d.Secret != "whsec_new" || d.PreviousSecret != "" {
+		t.Fatalf("past the grace: secret %q, previous %q; want the new one alone", d.Secret, d.PreviousSecret)
+	}
+	if _, err := rotate(ep.ID, "whsec_newer", 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := claim(base.Add(62 * time.Minute)); d.Secret != "whsec_newer" || d.PreviousSecret != "" {
+		t.Fatalf("after a rotation without grace: secret %q, previous %q", d.Secret, d.PreviousSecret)
+	}
+	if got, err := es.EndpointSecret(ctx, "tenant-a", ep.ID); err != nil || got != "whsec_newer" {
+		t.Fatalf("EndpointSecret = %q, %v", got, err)
+	}
 }
