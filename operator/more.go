@@ -141,3 +141,30 @@ func (h *handler) cancelOrder(w http.ResponseWriter, r *http.Request) {
 	res, err := h.ops.CancelOrder(r.Context(), c, id)
 	h.answer(w, r, res, err)
 }
+
+// rotateSecret answers POST /webhook-endpoints/{id}/rotate-secret
+// {grace_seconds, reason}: a new signing secret, in this answer only
+// ("secret"); the former one signs beside it for grace_seconds (0 to
+// 604800).
+func (h *handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		GraceSeconds int64  `json:"grace_seconds"`
+		Reason       string `json:"reason"`
+	}
+	c, ok := h.write(w, r, &in, &in.Reason)
+	if !ok {
+		return
+	}
+	id := chi.URLParam(r, "id")
+	if !event.ValidEndpointID(id) {
+		h.fail(w, r, apperr.Errorf(apperr.ENotFound, "no webhook endpoint %s", id))
+		return
+	}
+	if in.GraceSeconds < 0 || in.GraceSeconds > int64(service.MaxRotationGrace/time.Second) {
+		h.fail(w, r, &apperr.Error{Code: apperr.EInvalid, Message: "the action has invalid fields",
+			Fields: []apperr.FieldError{{Field: "grace_seconds", Reason: "must be from 0 to 604800 (7 days)"}}})
+		return
+	}
+	res, err := h.ops.RotateEndpointSecret(r.Context(), c, id, time.Duration(in.GraceSeconds)*time.Second)
+	h.answer(w, r, res, err)
+}

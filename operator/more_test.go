@@ -2,7 +2,12 @@ package operator_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +18,7 @@ import (
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
+	"github.com/orderly/orderly/webhook"
 )
 
 // TestResendFailedSince: every failed delivery of an endpoint since a
@@ -159,6 +165,106 @@ func TestCancelOnBehalf(t *testing.T) {
 			}
 			if r := f.op(operatorToken, "POST", "/operator/v1/orders/"+shipped.ID+"/cancel", "c-3", map[string]any{"reason": "too late"}); r.status != http.StatusConflict {
 				t.Fatalf("cancel of a FULFILLED order: %d %s, want 409", r.status, r.body)
+			}
+		})
+	}
+}
+
+// TestRotateSecret: a rotation answers the new secret once (a replay
+// does not, nor the audit log or event); for the grace period every
+// delivery carries a v1 signature under each secret, so a receiver on
+// either verifies it; with no grace the former secret stops at once.
+func TestRotateSecret(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, kind)
+			ctx := context.Background()
+			var mu sync.Mutex
+			var got []struct {
+				sig  string
+				body []byte
+			}
+			rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				got = append(got, struct {
+					sig  string
+					body []byte
+				}{r.Header.Get(event.SignatureHeader), b})
+				mu.Unlock()
+			}))
+			t.Cleanup(rcv.Close)
+			es := f.env.Store.(store.EventStore)
+			ep := event.Endpoint{ID: "we_" + strings.Repeat("c", 32), TenantID: testenv.TenantA, URL: rcv.URL,
+				Types: []event.Type{event.OrderCreated}, Secret: "whsec_old_old_old_old", Enabled: true, CreatedAt: f.clk.Now()}
+			if err := es.CreateEndpoint(ctx, ep, 0); err != nil {
+				t.Fatal(err)
+			}
+			path := "/operator/v1/webhook-endpoints/" + ep.ID + "/rotate-secret"
+			if r := f.op(readerToken, "POST", path, "rot-0", map[string]any{"grace_seconds": 3600, "reason": "r"}); r.status != http.StatusForbidden {
+				t.Fatalf("reader rotates: %d", r.status)
+			}
+			if r := f.op(operatorToken, "POST", path, "rot-1", map[string]any{"grace_seconds": 8 * 86400, "reason": "r"}); r.status != http.StatusBadRequest {
+				t.Fatalf("a grace of 8 days: %d %s", r.status, r.body)
+			}
+			type rotated struct {
+				Action event.Action `json:"action"`
+				Secret string       `json:"secret"`
+				Shown  bool         `json:"secret_shown"`
+			}
+			r := f.op(operatorToken, "POST", path, "rot-2", map[string]any{"grace_seconds": 3600, "reason": "secret leaked in a log"})
+			first := decode[rotated](t, r)
+			if r.status != http.StatusOK || !strings.HasPrefix(first.Secret, event.SecretPrefix) || len(first.Secret) != 70 ||
+				first.Action.Name != service.ActionRotateSecret {
+				t.Fatalf("rotate: %d %s", r.status, r.body)
+			}
+			if s, err := es.EndpointSecret(ctx, testenv.TenantA, ep.ID); err != nil || s != first.Secret {
+				t.Fatalf("stored secret %q, %v; want the one answered", s, err)
+			}
+			again := f.op(operatorToken, "POST", path, "rot-2", map[string]any{"grace_seconds": 3600, "reason": "secret leaked in a log"})
+			if rep := decode[rotated](t, again); again.header.Get(operator.ReplayedHeader) != "true" || rep.Secret != "" || !rep.Shown ||
+				strings.Contains(string(again.body), first.Secret) {
+				t.Fatalf("the replay shows the secret again: %s", again.body)
+			}
+			if log := f.op(readerToken, "GET", "/operator/v1/actions", "", nil); strings.Contains(string(log.body), first.Secret) {
+				t.Fatalf("the audit log holds the secret: %s", log.body)
+			}
+			for _, e := range f.auditEvents(1) {
+				if b, _ := json.Marshal(e); strings.Contains(string(b), first.Secret) {
+					t.Fatalf("the audit event holds the secret: %s", b)
+				}
+			}
+			disp := webhook.NewDispatcher(es, webhook.Config{AllowPrivate: true, Now: f.clk.Now, InFlightPerTenant: -1, InFlightPerEndpoint: -1})
+			deliver := func() (string, []byte) {
+				t.Helper()
+				if _, err := f.env.Service.Create(ctx, testenv.TenantA, idempotency.Key{}, input); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := disp.RunOnce(ctx); err != nil {
+					t.Fatal(err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(got) == 0 {
+					t.Fatal("nothing delivered")
+				}
+				last := got[len(got)-1]
+				return last.sig, last.body
+			}
+			sig, body := deliver()
+			for _, secret := range []string{first.Secret, ep.Secret} {
+				if err := event.Verify(secret, sig, body, f.clk.Now(), time.Minute); err != nil {
+					t.Fatalf("within the grace, the signature %q does not verify with %s: %v", sig, secret[:10], err)
+				}
+			}
+			f.clk.Advance(61 * time.Minute)
+			sig, body = deliver()
+			if err := event.Verify(first.Secret, sig, body, f.clk.Now(), time.Minute); err != nil || strings.Count(sig, "v1=") != 1 {
+				t.Fatalf("past the grace: %q, %v; want one v1 under the new secret", sig, err)
+			}
+			if err := event.Verify(ep.Secret, sig, body, f.clk.Now(), time.Minute); err == nil {
+				t.Fatal("past the grace the former secret still verifies")
 			}
 		})
 	}

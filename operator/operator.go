@@ -107,6 +107,7 @@ func New(ops *service.Operations, cfg Config) http.Handler {
 			r.Post("/webhook-deliveries/resend", h.resend)
 			r.Post("/webhook-endpoints/{id}/enable", h.enable)
 			r.Post("/webhook-endpoints/{id}/resend-failed", h.resendFailed)
+			r.Post("/webhook-endpoints/{id}/rotate-secret", h.rotateSecret)
 			r.Post("/orders/{id}/cancel", h.cancelOrder)
 		})
 	})

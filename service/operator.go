@@ -82,7 +82,11 @@ type ActionResult struct {
 	Delivery     *event.Delivery `json:"delivery,omitempty"`
 	Endpoint     *event.Endpoint `json:"endpoint,omitempty"`
 	Requeued     int             `json:"requeued,omitempty"`
-	Replayed     bool            `json:"-"`
+	// Secret is a rotated endpoint secret, in the rotation's own answer
+	// only (never recorded); SecretShown says a secret was shown then.
+	Secret      string `json:"secret,omitempty"`
+	SecretShown bool   `json:"secret_shown,omitempty"`
+	Replayed    bool   `json:"-"`
 }
 
 // AttemptView is a provider attempt as the operator API shows it. Amount

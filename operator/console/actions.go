@@ -26,6 +26,7 @@ var actionFields = map[string][]string{
 	"resend-failed": {"endpoint_id", "since"},
 	"enable":        {"endpoint_id"},
 	"cancel":        {"order_id"},
+	"rotate-secret": {"endpoint_id", "grace"},
 }
 
 type resultData struct {
@@ -118,6 +119,18 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		res, err = h.ops.EnableEndpoint(ctx, c, in["endpoint_id"])
+	case "rotate-secret":
+		grace, perr := time.ParseDuration(in["grace"])
+		if perr != nil || grace < 0 {
+			err = &apperr.Error{Code: apperr.EInvalid, Message: "the action has invalid fields",
+				Fields: []apperr.FieldError{{Field: "grace", Reason: "must be a duration such as 24h (0s: none)"}}}
+			break
+		}
+		if !event.ValidEndpointID(in["endpoint_id"]) {
+			err = apperr.Errorf(apperr.ENotFound, "no webhook endpoint %q", in["endpoint_id"])
+			break
+		}
+		res, err = h.ops.RotateEndpointSecret(ctx, c, in["endpoint_id"], grace)
 	case "cancel":
 		if !order.ValidID(in["order_id"]) {
 			err = apperr.Errorf(apperr.ENotFound, "order %q not found", in["order_id"])

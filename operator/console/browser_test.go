@@ -118,6 +118,19 @@ func TestBrowserWebhooks(t *testing.T) {
 	if err != nil || again.Status != event.DeliverySucceeded {
 		t.Fatalf("delivery after the resend = %+v, %v; want succeeded", again, err)
 	}
+	// Rotate the secret: shown once on the answer, never on the pages.
+	do(t, ctx, chromedp.Navigate(base+"endpoints/"+ep.ID), chromedp.WaitVisible(chromedp.CSS("form.rotate")),
+		chromedp.SetValue(chromedp.CSS(`form.rotate select[name="grace"]`), "1h0m0s"),
+		chromedp.SendKeys(chromedp.CSS(`form.rotate input[name="reason"]`), "secret leaked"),
+		chromedp.Click(chromedp.CSS(`form.rotate button`)), chromedp.WaitVisible(chromedp.CSS("#result, #problem")))
+	shown := text(t, ctx, "#secret")
+	if stored, err := f.env.Store.(store.EventStore).EndpointSecret(context.Background(), testenv.TenantA, ep.ID); err != nil || shown != stored {
+		t.Fatalf("the rotation showed %q, the endpoint's secret is %q (%v)", shown, stored, err)
+	}
+	do(t, ctx, chromedp.Navigate(base+"endpoints/"+ep.ID), chromedp.WaitVisible(chromedp.CSS("#deliveries")))
+	if page := text(t, ctx, "body"); strings.Contains(page, shown) || strings.Contains(page, "whsec_") {
+		t.Fatalf("the endpoint's page shows a secret after the rotation")
+	}
 }
 
 // TestBrowserCSRFAndReader, in Chromium: a resolve form whose CSRF token
