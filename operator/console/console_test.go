@@ -176,10 +176,13 @@ func TestFormsAreGuardedAndIdempotent(t *testing.T) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	req.AddCookie(c)
-	if resp, err := noRedirect.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("a cross-site POST: %v %v, want 403", resp, err)
-	} else {
-		resp.Body.Close()
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cross-site POST: %d, want 403", resp.StatusCode)
 	}
 	if got, _ := f.ops.Store().FindDelivery(context.Background(), store.AnyTenant, ep.ID, d.EventID); got.Status != "failed" {
 		t.Fatalf("a refused form changed the delivery to %s", got.Status)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +67,9 @@ var funcs = template.FuncMap{
 		}
 		return s[:n] + "…"
 	},
-	"query": func(kv ...string) template.URL {
+	// query is "?k=v&…" of the pairs with a value (escaped again where
+	// it is placed: html/template normalizes it in an href).
+	"query": func(kv ...string) string {
 		var b strings.Builder
 		for i := 0; i+1 < len(kv); i += 2 {
 			if kv[i+1] == "" {
@@ -77,9 +80,9 @@ var funcs = template.FuncMap{
 			} else {
 				b.WriteByte('&')
 			}
-			b.WriteString(template.URLQueryEscaper(kv[i]) + "=" + template.URLQueryEscaper(kv[i+1]))
+			b.WriteString(url.QueryEscape(kv[i]) + "=" + url.QueryEscape(kv[i+1]))
 		}
-		return template.URL(b.String())
+		return b.String()
 	},
 }
 
