@@ -283,7 +283,7 @@ func browser(t *testing.T) context.Context {
 		if browserRequired() {
 			t.Fatalf("start %s: %v", path, err)
 		}
-		t.Skipf("%s does not start (%v): the console's browser tests need a working Chromium", path, err)
+		t.Skipf("%s does not start (%v): the console's browser tests need a working Chromium (apt-get install chromium, or set ORDERLY_CHROMIUM)", path, err)
 	}
 	return ctx
 }
