@@ -84,8 +84,8 @@ func (p *Operations) CancelOrder(ctx context.Context, c OperatorCall, orderID st
 		act := p.newAction(c, ActionCancelOrder, o.TenantID, o.ID)
 		act.OrderID = o.ID
 		act.Outcome = "cancelled"
-		if o.State == order.Paid {
-			act.Outcome = "refunded"
+		if r.Order.PaidAt != nil || o.State == order.Paid {
+			act.Outcome = "refunded" // it was paid: the cancel refunded its charge
 		}
 		moved := r.Order
 		return ActionResult{Action: act, Order: &moved}, nil
