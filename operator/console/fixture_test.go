@@ -90,7 +90,7 @@ func newFixture(t *testing.T, kind string, cfg console.Config) *fixture {
 	}
 	clk := testclock.New(testclock.Start)
 	env := testenv.New(t, kind, testenv.Options{Clock: clk, UnresolvedAfter: time.Hour,
-		WrapGateway:   func(payment.Gateway) payment.Gateway { return splitGateway{Gateway: long, short: short} },
+		WrapGateway:   func(payment.ChargeGateway) payment.ChargeGateway { return splitGateway{Gateway: long, short: short} },
 		WrapWarehouse: func(w fulfillment.Warehouse) fulfillment.Warehouse { return w }})
 	ops, err := env.Service.Operations()
 	if err != nil {
