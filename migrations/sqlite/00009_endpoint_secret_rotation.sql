@@ -1,5 +1,5 @@
 -- +goose Up
--- Mirrors migrations/postgres/00008_endpoint_secret_rotation.sql
+-- Mirrors migrations/postgres/00010_endpoint_secret_rotation.sql
 -- (previous_secret_until in Unix microseconds; SQLite cannot add a table
 -- CHECK, so the store writes the two together).
 ALTER TABLE webhook_endpoints ADD COLUMN previous_secret TEXT;
