@@ -83,9 +83,12 @@ type Delivery struct {
 	UpdatedAt     time.Time      `json:"updated_at"`
 	// Body is the event's JSON (not listed; sent).
 	Body []byte `json:"-"`
-	// URL and Secret are the endpoint's, for the sender.
-	URL    string `json:"-"`
-	Secret string `json:"-"`
+	// URL and Secret are the endpoint's, for the sender; PreviousSecret
+	// is its secret before a rotation, while the rotation's grace period
+	// lasts (empty otherwise): the sender signs with both.
+	URL            string `json:"-"`
+	Secret         string `json:"-"`
+	PreviousSecret string `json:"-"`
 }
 
 // SignatureHeader is the header that carries a delivery's signature.
@@ -100,6 +103,21 @@ const EventIDHeader = "Orderly-Event-Id"
 func Sign(secret string, t time.Time, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+}
+
+// SignAll is Sign with one v1 value per secret, in order:
+// "t=<unix seconds>,v1=<hex>,v1=<hex>" (empty secrets are skipped). A
+// receiver checking any one of them accepts it (Verify), so an endpoint's
+// secret can be rotated with a grace period in which both sign.
+func SignAll(secrets []string, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	out := "t=" + ts
+	for _, s := range secrets {
+		if s != "" {
+			out += ",v1=" + hex.EncodeToString(mac(s, ts, body))
+		}
+	}
+	return out
 }
 
 func mac(secret, ts string, body []byte) []byte {

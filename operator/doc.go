@@ -26,6 +26,10 @@
 // idempotency_key_reused. Each action goes through the service's guarded
 // paths (service.Operations), never a raw UPDATE.
 //
+// The web console (package operator/console) serves the same reads and
+// actions as HTML pages beside it, with the same credentials
+// (Authenticator).
+//
 // The package imports no SQL; problems are RFC 9457 problem+json from
 // the one table in package api.
 package operator

@@ -98,12 +98,17 @@ func New(ops *service.Operations, cfg Config) http.Handler {
 		r.Get("/orders/{id}", h.getOrder)
 		r.Get("/idempotency-keys/{key}", h.getKeys)
 		r.Get("/events/{id}", h.getEvent)
+		r.Get("/actions", h.listActions)
+		r.Get("/provider-objects/{ref}", h.getProviderObject)
 		r.Group(func(r chi.Router) {
 			r.Use(requireRole(RoleOperator))
 			r.Post("/attempts/recheck", h.recheck)
 			r.Post("/attempts/resolve", h.resolve)
 			r.Post("/webhook-deliveries/resend", h.resend)
 			r.Post("/webhook-endpoints/{id}/enable", h.enable)
+			r.Post("/webhook-endpoints/{id}/resend-failed", h.resendFailed)
+			r.Post("/webhook-endpoints/{id}/rotate-secret", h.rotateSecret)
+			r.Post("/orders/{id}/cancel", h.cancelOrder)
 		})
 	})
 	return r

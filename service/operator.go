@@ -71,7 +71,8 @@ type OperatorCall struct {
 // Idempotency-Key answers the same one with Replayed set. Order and
 // Attempt are as the action left them; Provider is the provider's answer
 // when the action asked it; KeysResolved counts the parked idempotency
-// keys the action completed (their replays now answer the resolution).
+// keys the action completed (their replays now answer the resolution);
+// Requeued counts the deliveries a bulk resend made pending again.
 type ActionResult struct {
 	Action       event.Action    `json:"action"`
 	Provider     ProviderAnswer  `json:"provider_answer,omitempty"`
@@ -80,7 +81,12 @@ type ActionResult struct {
 	KeysResolved int             `json:"keys_resolved,omitempty"`
 	Delivery     *event.Delivery `json:"delivery,omitempty"`
 	Endpoint     *event.Endpoint `json:"endpoint,omitempty"`
-	Replayed     bool            `json:"-"`
+	Requeued     int             `json:"requeued,omitempty"`
+	// Secret is a rotated endpoint secret, in the rotation's own answer
+	// only (never recorded); SecretShown says a secret was shown then.
+	Secret      string `json:"secret,omitempty"`
+	SecretShown bool   `json:"secret_shown,omitempty"`
+	Replayed    bool   `json:"-"`
 }
 
 // AttemptView is a provider attempt as the operator API shows it. Amount

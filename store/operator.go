@@ -74,6 +74,8 @@ type ParkedFilter struct {
 // no longer in the state it requires: someone else acted first), an error
 // wrapping ErrUnavailable, or another error.
 type OperatorStore interface {
+	OperatorLister
+
 	// ParkedAttempts returns at most f.Limit attempts in status
 	// needs_attention of the tenants f selects, oldest first.
 	ParkedAttempts(ctx context.Context, f ParkedFilter) ([]Attempt, error)
@@ -131,6 +133,21 @@ type OperatorExecutor interface {
 	// count (the fencing token). It returns the delivery's tenant.
 	// ErrVersionConflict: the delivery is not failed.
 	RequeueDelivery(ctx context.Context, endpointID, eventID string) (tenantID string, err error)
+
+	// RequeueFailedDeliveries makes every failed delivery of endpoint
+	// endpointID that failed at or after since (its last update) pending
+	// again, due at once, keeping their attempt counts, and returns the
+	// endpoint's tenant and how many it requeued (0 is no error).
+	// ErrNotFound: no such endpoint.
+	RequeueFailedDeliveries(ctx context.Context, endpointID string, since time.Time) (tenantID string, n int, err error)
+
+	// RotateEndpointSecret makes secret endpoint endpointID's signing
+	// secret. With grace > 0 its former secret keeps signing beside it
+	// until grace after now on the store's clock (ClaimDeliveries returns
+	// it as Delivery.PreviousSecret until then); with grace 0 it stops at
+	// once. It returns the endpoint's tenant. ErrNotFound: no such
+	// endpoint.
+	RotateEndpointSecret(ctx context.Context, endpointID, secret string, grace time.Duration) (tenantID string, err error)
 
 	// EnableEndpoint clears a disabled endpoint's reason, so deliveries
 	// are claimed for it again, and returns its tenant.

@@ -300,7 +300,7 @@ func (d *Dispatcher) send(ctx context.Context, del event.Delivery) (int, time.Du
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Orderly-Webhooks/1")
 	req.Header.Set(event.EventIDHeader, del.EventID)
-	req.Header.Set(event.SignatureHeader, event.Sign(del.Secret, d.cfg.Now(), del.Body))
+	req.Header.Set(event.SignatureHeader, event.SignAll([]string{del.Secret, del.PreviousSecret}, d.cfg.Now(), del.Body))
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return 0, 0, fmt.Errorf("webhook: %w", err)

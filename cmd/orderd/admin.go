@@ -18,6 +18,7 @@ import (
 
 	"github.com/orderly/orderly/observe"
 	"github.com/orderly/orderly/operator"
+	"github.com/orderly/orderly/operator/console"
 	"github.com/orderly/orderly/service"
 )
 
@@ -90,12 +91,16 @@ func startTelemetry(ctx context.Context, c Config, logOut io.Writer) (*telemetry
 
 // adminHandler serves the operators' endpoints: /metrics (Prometheus),
 // /debug/pprof/ (net/http/pprof, without cmdline), /healthz (the process
-// is up), /readyz (the store answers) and, under operator.Prefix, the
-// operator API (ops, with its own credentials; nil serves none).
-func adminHandler(m *observe.Metrics, svc *service.Service, ops http.Handler) http.Handler {
+// is up), /readyz (the store answers), under operator.Prefix the
+// operator API (ops, with its own credentials; nil serves none) and under
+// console.Prefix, beside it, the operator console (con; nil serves none).
+func adminHandler(m *observe.Metrics, svc *service.Service, ops, con http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	if ops != nil {
 		mux.Handle(operator.Prefix, ops)
+	}
+	if con != nil {
+		mux.Handle(console.Prefix, con)
 	}
 	mux.Handle("GET /metrics", m.Handler())
 	handlePprof(mux)
@@ -131,7 +136,7 @@ func handlePprof(mux *http.ServeMux) {
 // startAdmin serves adminHandler on c.AdminAddr (nothing when it is empty)
 // and returns the function that stops it. It logs
 // {"msg":"admin listening","addr":…}.
-func startAdmin(c Config, m *observe.Metrics, svc *service.Service, ops http.Handler, log *slog.Logger) (stop func(context.Context), err error) {
+func startAdmin(c Config, m *observe.Metrics, svc *service.Service, ops, con http.Handler, log *slog.Logger) (stop func(context.Context), err error) {
 	if c.AdminAddr == "" {
 		return func(context.Context) {}, nil
 	}
@@ -140,7 +145,7 @@ func startAdmin(c Config, m *observe.Metrics, svc *service.Service, ops http.Han
 		return nil, err
 	}
 	srv := &http.Server{
-		Handler:           adminHandler(m, svc, ops),
+		Handler:           adminHandler(m, svc, ops, con),
 		ReadHeaderTimeout: 5 * time.Second,
 		// No WriteTimeout: /debug/pprof/profile and /trace stream for as
 		// long as asked (?seconds=).

@@ -50,6 +50,7 @@ import (
 	"github.com/orderly/orderly/natsbus"
 	"github.com/orderly/orderly/observe"
 	"github.com/orderly/orderly/operator"
+	"github.com/orderly/orderly/operator/console"
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/paysim/simulator"
@@ -91,6 +92,7 @@ type Config struct {
 	DataDir           string
 	APIKeys           map[string]string     // API key → tenant
 	OperatorKeys      []operator.Credential // operator API credentials (-operator-keys), served on the admin listener under operator.Prefix
+	OperatorBasePath  string                // path prefix a reverse proxy serves the console under (-operator-base-path)
 	Policy            idempotency.Policy
 	KeyTTL            time.Duration
 	DerivedKeyTTL     time.Duration
@@ -214,6 +216,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (env ORDERD_ADDR)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", DefaultAdminAddr, "admin listen address for /metrics, /debug/pprof/, /healthz and /readyz, such as 127.0.0.1:9090; empty (the default) serves none")
+	fs.StringVar(&c.OperatorBasePath, "operator-base-path", "", "path a reverse proxy serves the operator console under, such as /ops (pages at /ops/operator/); empty takes the proxy's X-Forwarded-Prefix")
 	fs.BoolVar(&c.AdminAllowRemote, "admin-allow-remote", false, "allow an -admin-addr whose host is not loopback (the admin listener has no authentication)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres:// URL; empty selects the embedded store (env ORDERD_DATABASE_URL)")
 	fs.StringVar(&c.DataDir, "data-dir", "data", "directory of the embedded store's file (env ORDERD_DATA_DIR)")
@@ -318,6 +321,10 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	}
 	if err := c.loadOperatorKeys(*opKeys, *opFile); err != nil {
 		return c, err
+	}
+	c.OperatorBasePath = strings.TrimSuffix(c.OperatorBasePath, "/")
+	if !console.CleanBasePath(c.OperatorBasePath) {
+		return c, fmt.Errorf("-operator-base-path (ORDERD_OPERATOR_BASE_PATH) must be a path such as /ops (segments of letters, digits and ._~-), not %q", c.OperatorBasePath)
 	}
 	if c.CommandsRoot == "" || strings.ContainsAny(c.CommandsRoot, ".*> \t") {
 		return c, fmt.Errorf("-commands-subject-root (ORDERD_COMMANDS_SUBJECT_ROOT) must be one subject token (no '.', '*', '>' or spaces), not %q", c.CommandsRoot)
@@ -593,14 +600,15 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 	svc, workers, apiCfg, handler := a.svc, a.workers, a.apiCfg, a.handler
 	switch {
 	case c.AdminAddr != "" && len(c.OperatorKeys) > 0:
-		log.Info("operator API on the admin listener", "prefix", operator.Prefix, "operators", len(c.OperatorKeys))
+		log.Info("operator API and console on the admin listener", "prefix", operator.Prefix, "console", c.OperatorBasePath+console.Prefix,
+			"operators", len(c.OperatorKeys))
 	case c.AdminAddr != "":
 		log.Info("operator API on the admin listener answers 401: no operator credentials (set ORDERD_OPERATOR_KEYS)",
 			"prefix", operator.Prefix)
 	case len(c.OperatorKeys) > 0:
 		log.Warn("operator credentials are set but the admin listener is off: set ORDERD_ADMIN_ADDR to serve the operator API")
 	}
-	stopAdmin, err := startAdmin(c, tel.metrics, svc, a.ops, log)
+	stopAdmin, err := startAdmin(c, tel.metrics, svc, a.ops, a.console, log)
 	if err != nil {
 		return fmt.Errorf("-admin-addr (ORDERD_ADMIN_ADDR): %w", err)
 	}
@@ -661,6 +669,7 @@ type app struct {
 	apiCfg  api.Config
 	handler http.Handler // the API listener's handler (apiHandler)
 	ops     http.Handler // the operator API (served on the admin listener)
+	console http.Handler // the operator console (served on the admin listener)
 }
 
 // close stops the workers, then closes the service, then the store: a
@@ -736,6 +745,8 @@ func build(ctx context.Context, c Config, tel *telemetry) (_ *app, err error) {
 	}
 	a.ops = operator.New(opsSvc, operator.Config{Credentials: c.OperatorKeys, AuthFailuresPerMinute: c.AuthFailuresPerMinute,
 		Logger: log})
+	a.console = console.New(opsSvc, console.Config{Credentials: c.OperatorKeys, BasePath: c.OperatorBasePath,
+		AuthFailuresPerMinute: c.AuthFailuresPerMinute, Logger: log})
 	a.apiCfg = api.Config{
 		Events:         endpoints,
 		APIKeys:        c.APIKeys,

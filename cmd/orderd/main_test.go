@@ -281,6 +281,9 @@ func TestParseConfig(t *testing.T) {
 		"operator key twice":                {"-operator-keys", "operator:olga:operator-token-000001,reader:olga:operator-token-000002"},
 		"operator key is a tenant key":      {"-api-keys", "acme:sk_live_acme_123456", "-operator-keys", "operator:olga:sk_live_acme_123456"},
 		"empty operator keys file":          {"-operator-keys-file", emptyFile},
+		"operator base path not a path":     {"-operator-base-path", "ops"},
+		"operator base path with ..":        {"-operator-base-path", "/ops/../x"},
+		"operator base path with a host":    {"-operator-base-path", "//evil.example"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseConfig(args, io.Discard); err == nil {

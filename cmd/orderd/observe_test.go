@@ -439,7 +439,7 @@ func TestAdminAddr(t *testing.T) {
 	if c, err := ParseConfig([]string{"-admin-addr", "0.0.0.0:9090"}, io.Discard); err != nil || c.AdminAddr != "0.0.0.0:9090" {
 		t.Errorf("with the opt-in: AdminAddr = %q, %v; want 0.0.0.0:9090", c.AdminAddr, err)
 	}
-	stop, err := startAdmin(Config{}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	stop, err := startAdmin(Config{}, nil, nil, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -311,7 +311,8 @@ UPDATE webhook_deliveries d SET status = 'delivering',
     attempts = d.attempts + 1, updated_at = orderly_now()
 FROM picked, order_events ev, webhook_endpoints w
 WHERE d.endpoint_id = picked.endpoint_id AND d.event_id = picked.event_id AND ev.id = d.event_id AND w.id = d.endpoint_id
-RETURNING ` + deliveryColumns + `, ev.body, w.url, w.secret`
+RETURNING ` + deliveryColumns + `, ev.body, w.url, w.secret,
+    CASE WHEN w.previous_secret_until > orderly_now() THEN w.previous_secret ELSE '' END`
 
 // ClaimDeliveries implements store.EventStore in one transaction: the
 // advisory lock claimLockKey, then one statement.
@@ -328,9 +329,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]e
 		}
 		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (event.Delivery, error) {
 			var body string
-			var url, secret string
-			d, err := scanDelivery(row, &body, &url, &secret)
-			d.Body, d.URL, d.Secret = []byte(body), url, secret
+			var url, secret, previous string
+			d, err := scanDelivery(row, &body, &url, &secret, &previous)
+			d.Body, d.URL, d.Secret, d.PreviousSecret = []byte(body), url, secret, previous
 			return d, err
 		})
 		return err

@@ -299,14 +299,15 @@ func (s *Store) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]e
 			return err
 		}
 		for _, k := range claimed {
-			var body, url, secret string
-			d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+`, ev.body, w.url, w.secret
+			var body, url, secret, previous string
+			d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+`, ev.body, w.url, w.secret,
+    CASE WHEN w.previous_secret_until > $3 THEN w.previous_secret ELSE '' END
 FROM webhook_deliveries d JOIN order_events ev ON ev.id = d.event_id JOIN webhook_endpoints w ON w.id = d.endpoint_id
-WHERE d.endpoint_id = $1 AND d.event_id = $2`, k.endpoint, k.event), &body, &url, &secret)
+WHERE d.endpoint_id = $1 AND d.event_id = $2`, k.endpoint, k.event, now), &body, &url, &secret, &previous)
 			if err != nil {
 				return err
 			}
-			d.Body, d.URL, d.Secret = []byte(body), url, secret
+			d.Body, d.URL, d.Secret, d.PreviousSecret = []byte(body), url, secret, previous
 			out = append(out, d)
 		}
 		return nil

@@ -145,6 +145,10 @@ func Run(t *testing.T, openAt func(t *testing.T, clk *testclock.Clock) store.Sto
 		t.Parallel()
 		testOperator(t, open)
 	})
+	t.Run("OperatorLists", func(t *testing.T) {
+		t.Parallel()
+		testOperatorLists(t, open)
+	})
 }
 
 func testCreateOrder(t *testing.T, open func(t *testing.T) *subject) {
