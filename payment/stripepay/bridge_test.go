@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -128,5 +129,28 @@ func TestChargeBridgeRefundAfterASaved500(t *testing.T) {
 	s, err := paysim.NewAdminClient(e.ts.URL).Ledger(ctx)
 	if err != nil || len(s.Refunds) != 1 {
 		t.Fatalf("refunds: %+v, %v", s.Refunds, err)
+	}
+}
+
+// TestAnAmountStripeRefusesIsADecline: a charge of 0 (refused before
+// anything is sent) and one above Stripe's maximum (Stripe's 400
+// invalid_request_error on param amount) are final declines, so the service
+// answers 402 payment_declined rather than a 503 that a client following
+// "retry with the same Idempotency-Key" would retry forever; nothing is
+// captured and no intent is left behind.
+func TestAnAmountStripeRefusesIsADecline(t *testing.T) {
+	e := start(t, stripesim.Config{})
+	b := stripepay.ChargeBridge{G: e.gw}
+	for _, amount := range []int64{0, 9007199254740991} {
+		order := "amt-" + strconv.FormatInt(amount, 10)
+		_, err := b.Charge(context.Background(), payment.ChargeRequest{IdempotencyKey: order + "/pay/1", OrderID: order,
+			Amount: amount, Currency: "EUR", PaymentMethod: "pm_card_visa"})
+		var de *payment.DeclineError
+		if !errors.As(err, &de) || de.Code == "" || payment.IsRetryable(err) || payment.IsUnknownOutcome(err) {
+			t.Fatalf("amount %d: want a final *payment.DeclineError, got %v", amount, err)
+		}
+		if n := e.captures(order); n != 0 {
+			t.Fatalf("amount %d: %d captures", amount, n)
+		}
 	}
 }

@@ -174,7 +174,12 @@ func (g *Gateway) Prepare(ctx context.Context, req payment.PrepareRequest) (paym
 		return payment.Intent{}, err
 	}
 	if req.Amount == 0 {
-		return payment.Intent{}, &payment.ProviderError{Err: errors.New("stripe: a PaymentIntent needs a positive amount")}
+		// Nothing is sent: Stripe refuses a PaymentIntent of no amount
+		// (docs.stripe.com/api/payment_intents/create: amount "a positive
+		// integer"). Final and nothing moved, as a decline: answered as one
+		// (402), never as a provider outage the client would retry forever.
+		return payment.Intent{}, &payment.DeclineError{Code: DeclineAmountTooSmall,
+			Message: "stripe: a PaymentIntent needs a positive amount"}
 	}
 	p := &stripe.PaymentIntentCreateParams{
 		Amount:   stripe.Int64(req.Amount),
@@ -193,10 +198,22 @@ func (g *Gateway) Prepare(ctx context.Context, req payment.PrepareRequest) (paym
 		g.sent.Delete(req.Reference.Key)
 	}
 	if err != nil {
+		if se != nil && se.HTTPStatusCode == http.StatusBadRequest && se.Type == stripe.ErrorTypeInvalidRequest && se.Param == "amount" {
+			// Stripe refused the amount itself (amount_too_small,
+			// amount_too_large, parameter_invalid_integer;
+			// docs.stripe.com/error-codes): no intent was created and the
+			// same amount is refused again, so it is final, as a decline.
+			return payment.Intent{}, &payment.DeclineError{Code: string(se.Code), Message: se.Msg}
+		}
 		return payment.Intent{}, classify(ctx, err, true)
 	}
 	return intentOf(pi), nil
 }
+
+// DeclineAmountTooSmall is the decline code of a charge of amount 0, which
+// Stripe cannot take (its own code for an amount below its minimum,
+// docs.stripe.com/error-codes/amount-too-small).
+const DeclineAmountTooSmall = "amount_too_small"
 
 // Confirm implements payment.Gateway: POST /v1/payment_intents/{id}/confirm
 // with payment_method, under req.IdempotencyKey. A decline is a
