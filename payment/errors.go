@@ -12,9 +12,9 @@ import (
 var ErrDeclined = errors.New("payment: declined")
 
 // ErrChargeNotFound is wrapped by the error a Gateway returns when a refund
-// names a ChargeKey under which no charge was captured. It is ErrNotFound.
-//
-// Deprecated: use ErrNotFound.
+// names a ChargeKey under which no charge was captured (ChargeGateway, the
+// key-lookup seam the service still calls). It is ErrNotFound; new code
+// tests for ErrNotFound.
 var ErrChargeNotFound = ErrNotFound
 
 // ErrIdempotencyKeyReused is wrapped, inside a non-retryable *ProviderError,

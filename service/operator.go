@@ -191,6 +191,7 @@ func (p *Operations) record(ctx context.Context, tx store.OperatorExecutor, c Op
 	if err := tx.AppendEvent(ctx, ev); err != nil {
 		return err
 	}
+	//nolint:gosec // G117: res never holds a secret here: RotateSecret adds the rotated secret to its own answer after this record is written
 	body, err := json.Marshal(res)
 	if err != nil {
 		return err

@@ -476,6 +476,7 @@ func (s *Server) searchIntents(w http.ResponseWriter, r *http.Request, q url.Val
 		}
 		limit = n
 	}
+	//nolint:gosec // G202: the WHERE is joined from constant fragments; every value is a bound ? parameter
 	rows, err := s.db.QueryContext(r.Context(), `SELECT `+intentCols+` FROM stripe_payment_intents WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY created_at DESC, id LIMIT ?`, append(args, limit+1)...)
 	if err != nil {
@@ -543,6 +544,7 @@ func (s *Server) listIntents(w http.ResponseWriter, r *http.Request, q url.Value
 	if v := q.Get("starting_after"); v != "" {
 		where, args = where+" AND (created_at, id) < (SELECT created_at, id FROM stripe_payment_intents WHERE id = ?)", append(args, v)
 	}
+	//nolint:gosec // G202: the WHERE is joined from constant fragments; every value is a bound ? parameter
 	rows, err := s.db.QueryContext(r.Context(), `SELECT `+intentCols+` FROM stripe_payment_intents WHERE `+where+
 		` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, limit+1)...)
 	if err != nil {
@@ -660,6 +662,7 @@ func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request, q url.Value
 	if v := q.Get("starting_after"); v != "" {
 		where, args = where+" AND (created_at, id) < (SELECT created_at, id FROM stripe_refunds WHERE id = ?)", append(args, v)
 	}
+	//nolint:gosec // G202: the WHERE is joined from constant fragments; every value is a bound ? parameter
 	rows, err := s.db.QueryContext(r.Context(), `SELECT `+refundCols+` FROM stripe_refunds WHERE `+where+
 		` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, limit+1)...)
 	if err != nil {
