@@ -35,10 +35,6 @@ type Store struct {
 	executor
 	db     *sql.DB
 	unlock func() error // releases the data directory's lock
-	// writer is the one write transaction slot of this process (see
-	// inTx): writers queue on it, in Go, instead of polling SQLite's
-	// busy handler.
-	writer chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,12 +73,11 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		_ = unlock()
 		return nil, err
 	}
-	writer := make(chan struct{}, 1)
-	e := executor{c: gatedDB{DB: db, writer: writer}, clock: time.Now}
+	e := executor{c: db, clock: time.Now}
 	for _, o := range opts {
 		o(&e)
 	}
-	return &Store{executor: e, db: db, unlock: unlock, writer: writer}, nil
+	return &Store{executor: e, db: db, unlock: unlock}, nil
 }
 
 // Close closes the database, then releases the directory's lock.
@@ -521,56 +516,8 @@ func startLeased(ctx context.Context, e executor, c store.Claim, in store.Intent
 // inTx runs fn in a transaction (BEGIN IMMEDIATE, set by the DSN) with
 // sqlitefile.InTx: it commits when fn returns nil and rolls back otherwise;
 // a commit error is returned, never lost.
-//
-// The transaction first takes the process's write slot (s.writer): SQLite
-// admits one writer at a time, and a BEGIN IMMEDIATE that finds the file
-// locked polls in SQLite's busy handler, sleeping from 1 ms up to 100 ms
-// between tries, so that under concurrent writes a waiting writer woke
-// late (p99 in seconds at 16 clients) and the group commit's groups broke
-// up. Queued on the slot, the next writer starts as soon as the previous
-// one committed. The directory lock (sqlitefile.LockDir) keeps every other
-// process out, so the slot covers every writer of the file; waiting on it
-// ends with ctx (ErrUnavailable).
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	if err := acquire(ctx, s.writer); err != nil {
-		return err
-	}
-	defer func() { <-s.writer }()
 	return translate(sqlitefile.InTx(ctx, s.db, fn))
-}
-
-// acquire takes the write slot writer, or returns ErrUnavailable when ctx
-// ends first.
-func acquire(ctx context.Context, writer chan struct{}) error {
-	select {
-	case writer <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case writer <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return store.Unavailable(ctx.Err())
-	}
-}
-
-// gatedDB is the database as the store's statements outside a transaction
-// use it: a statement that may write (ExecContext) takes the write slot
-// first, as a transaction does (Store.inTx); reads run at once (WAL: they
-// never wait for the writer).
-type gatedDB struct {
-	*sql.DB
-	writer chan struct{}
-}
-
-// ExecContext runs one write statement holding the write slot.
-func (g gatedDB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := acquire(ctx, g.writer); err != nil {
-		return nil, err
-	}
-	defer func() { <-g.writer }()
-	return g.DB.ExecContext(ctx, query, args...)
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
