@@ -108,9 +108,8 @@ func (h *handler) resendFailed(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	id := chi.URLParam(r, "id")
-	if !event.ValidEndpointID(id) {
-		h.fail(w, r, apperr.Errorf(apperr.ENotFound, "no webhook endpoint %s", id))
+	id, ok := h.endpointParam(w, r)
+	if !ok {
 		return
 	}
 	since, err := time.Parse(time.RFC3339, in.Since)
@@ -155,9 +154,8 @@ func (h *handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	id := chi.URLParam(r, "id")
-	if !event.ValidEndpointID(id) {
-		h.fail(w, r, apperr.Errorf(apperr.ENotFound, "no webhook endpoint %s", id))
+	id, ok := h.endpointParam(w, r)
+	if !ok {
 		return
 	}
 	if in.GraceSeconds < 0 || in.GraceSeconds > int64(service.MaxRotationGrace/time.Second) {
@@ -167,4 +165,16 @@ func (h *handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.ops.RotateEndpointSecret(r.Context(), c, id, time.Duration(in.GraceSeconds)*time.Second)
 	h.answer(w, r, res, err)
+}
+
+// endpointParam returns the {id} path parameter of a webhook-endpoint
+// action. An id that cannot name an endpoint answers 404 (problem type
+// not-found) and ok is false: the caller returns at once.
+func (h *handler) endpointParam(w http.ResponseWriter, r *http.Request) (id string, ok bool) {
+	id = chi.URLParam(r, "id")
+	if !event.ValidEndpointID(id) {
+		h.fail(w, r, apperr.Errorf(apperr.ENotFound, "no webhook endpoint %s", id))
+		return "", false
+	}
+	return id, true
 }

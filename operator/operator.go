@@ -492,9 +492,8 @@ func (h *handler) enable(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	id := chi.URLParam(r, "id")
-	if !event.ValidEndpointID(id) {
-		h.fail(w, r, apperr.Errorf(apperr.ENotFound, "no webhook endpoint %s", id))
+	id, ok := h.endpointParam(w, r)
+	if !ok {
 		return
 	}
 	res, err := h.ops.EnableEndpoint(r.Context(), c, id)

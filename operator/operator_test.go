@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -781,6 +782,21 @@ func TestResendAndEnable(t *testing.T) {
 			epID, evID := f.failedDelivery()
 			if r := f.op(readerToken, "POST", "/operator/v1/webhook-endpoints/"+epID+"/enable", "en-0", map[string]any{"reason": "r"}); r.status != http.StatusForbidden {
 				t.Fatalf("reader enables: %d", r.status)
+			}
+			// An id that cannot name an endpoint is a 404 on every endpoint action.
+			for i, a := range []struct {
+				action string
+				body   map[string]any
+			}{
+				{"enable", map[string]any{"reason": "r"}},
+				{"resend-failed", map[string]any{"reason": "r", "since": "2000-01-01T00:00:00Z"}},
+				{"rotate-secret", map[string]any{"reason": "r", "grace_seconds": 0}},
+			} {
+				action := a.action
+				if r := f.op(operatorToken, "POST", "/operator/v1/webhook-endpoints/not-an-endpoint/"+action, "bad-id-"+strconv.Itoa(i), a.body); r.status != http.StatusNotFound ||
+					r.problemType() != "not_found" {
+					t.Fatalf("%s with a malformed endpoint id: %d %s", action, r.status, r.body)
+				}
 			}
 			if r := f.op(operatorToken, "POST", "/operator/v1/webhook-endpoints/"+epID+"/enable", "en-1", map[string]any{}); r.status != http.StatusBadRequest {
 				t.Fatalf("enable without a reason: %d %s, want 400", r.status, r.body)
