@@ -49,7 +49,9 @@ type Warehouse interface {
 
 	// Retrieve returns the shipment with the warehouse's id id; it changes
 	// nothing. An unknown id yields an error wrapping ErrShipmentNotFound;
-	// any other failure is a retryable *WarehouseError.
+	// a warehouse that gives refused requests ids too (paysim) may answer
+	// the refusal as the final *WarehouseError Ship gave; any other failure
+	// is a retryable *WarehouseError.
 	Retrieve(ctx context.Context, id string) (Shipment, error)
 }
 
