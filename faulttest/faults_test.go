@@ -49,6 +49,7 @@ func TestFaults(t *testing.T) {
 	t.Run("sigkill/before_provider_commit", func(t *testing.T) { testKillBeforeCommit(t, e) })
 	t.Run("sigkill/after_provider_commit", func(t *testing.T) { testKillAfterCommit(t, e) })
 	t.Run("declines", func(t *testing.T) { testDeclines(t, e) })
+	t.Run("shipment_drop_after_commit", func(t *testing.T) { testShipmentDropAfterCommit(t, e) })
 	t.Run("lookup_fails_after_unknown_outcome", func(t *testing.T) { testLookupFailsAfterUnknownOutcome(t, e) })
 	t.Run("postgres_restart", func(t *testing.T) { testPostgresRestart(t, e) })
 
@@ -238,6 +239,61 @@ func testDropCompleterOnly(t *testing.T, e *env) {
 		t.Errorf("paysim injected %d drops, want 1", d)
 	}
 	fr.finish() // the retry with the original key is checked here: 200, replayed
+}
+
+// testShipmentDropAfterCommit: paysim ships and drops the reply; orderd
+// answers 503; paysim's ledger holds the one shipment, stored with the
+// attempt's reference; the retry with the same key finds it by that
+// reference (the warehouse seam never looks a request up by key): 200
+// FULFILLED, still one shipment, and the key replays.
+func testShipmentDropAfterCommit(t *testing.T, e *env) {
+	fr := e.begin(t, "shipment: drop after commit, client retries", e.orderd.addr, e.dbURL)
+	ctx := context.Background()
+	r := fr.api.do(ctx, http.MethodPost, "/v1/orders", newKey("ship-create"), map[string]any{"customer_id": "cus_fault",
+		"currency": "USD", "items": []map[string]any{{"sku": paysim.SKUFaultDropAfterCommit, "quantity": 3, "unit_price": 999}}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create = %v %s", r, r.body)
+	}
+	o := r.order
+	if r, n := fr.api.payUntilFinal(o.ID, newKey("ship-pay"), "pm_card_visa"); r.status != http.StatusOK {
+		t.Fatalf("pay = %v after %d tries, want 200", r, n)
+	}
+	key := newKey("ship-fulfil")
+	fulfil := func() reply { return fr.api.do(ctx, http.MethodPost, "/v1/orders/"+o.ID+"/fulfill", key, nil) }
+	if r := fulfil(); r.status != http.StatusServiceUnavailable {
+		t.Errorf("first fulfil = %v, want 503 (the warehouse's answer was lost)", r)
+	}
+	var shipped []paysim.Shipment
+	for _, sh := range fr.e.psa.ledger(t).Shipments {
+		if sh.OrderID == o.ID {
+			shipped = append(shipped, sh)
+		}
+	}
+	if len(shipped) != 1 || shipped[0].Reference != o.ID+"/fulfill" {
+		t.Fatalf("paysim holds %+v for the order, want one shipment with reference %s/fulfill", shipped, o.ID)
+	}
+	var got reply
+	for range 60 {
+		if got = fulfil(); !retryable(got) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if got.status != http.StatusOK || got.order.State != "FULFILLED" {
+		t.Errorf("retry with the same key = %v, want 200 FULFILLED", got)
+	}
+	if n := fr.e.psa.stats(t).ShipmentsByOrder[o.ID]; n != 1 {
+		t.Errorf("paysim made %d shipments of the order, want 1", n)
+	}
+	if r := fulfil(); r.status != http.StatusOK || !r.replayed {
+		t.Errorf("another retry = %v, want the stored 200 replayed", r)
+	}
+	d := fr.injectedDelta(paysim.FaultDrop)
+	if d != 1 {
+		t.Errorf("paysim injected %d drops, want 1", d)
+	}
+	// finish checks pay keys and PAID orders; this row's checks are above.
+	fr.done, fr.row.orders, fr.row.injected = true, 1, fmt.Sprintf("drop=%d", d)
 }
 
 // killTimings give pm_fault_latency (2s at paysim) room within the provider

@@ -57,9 +57,10 @@ func IsRetryable(err error) bool {
 	return false
 }
 
-// ErrShipmentNotFound is wrapped by the error Warehouse.Lookup returns when
-// the warehouse has no shipment (and no remembered final failure) under the
-// idempotency key.
+// ErrShipmentNotFound is wrapped by the error Warehouse.Find returns when
+// the warehouse holds no shipment (and no remembered final failure) under
+// the reference, so nothing was shipped under it, and by the error
+// Warehouse.Retrieve returns for an unknown shipment id.
 var ErrShipmentNotFound = errors.New("fulfillment: shipment not found")
 
 // ErrUnknownOutcome is wrapped, inside a non-retryable *WarehouseError, by
@@ -67,14 +68,15 @@ var ErrShipmentNotFound = errors.New("fulfillment: shipment not found")
 // but no usable answer came back: the connection broke or the call timed out
 // after the request was written. The warehouse may or may not have shipped.
 // IsRetryable reports false for it and IsUnknownOutcome true: the caller
-// should learn the outcome with Lookup (or by repeating the request with the
-// same idempotency key, which is always safe) before deciding anything. When
+// should learn the outcome with Find by the request's Reference (or by
+// repeating the request with the same idempotency key, safe while the
+// warehouse keeps the key) before deciding anything. When
 // the cause was a context ending, the error also matches that context error
 // through errors.Is.
 var ErrUnknownOutcome = errors.New("fulfillment: outcome unknown")
 
 // IsUnknownOutcome reports whether err says a Ship call may or may not have
 // taken effect (errors.Is(err, ErrUnknownOutcome)). A caller must then
-// neither treat the shipment as failed nor as made, but look it up or repeat
-// it with the same idempotency key.
+// neither treat the shipment as failed nor as made, but find it by its
+// Reference (Warehouse.Find) or repeat it with the same idempotency key.
 func IsUnknownOutcome(err error) bool { return errors.Is(err, ErrUnknownOutcome) }

@@ -51,10 +51,16 @@
 //	                    400 amount_too_large
 //	GET  /v1/refunds?idempotency_key=K    200 refund | 404
 //	GET  /v1/refunds?payment_intent=ID    200 {"data":[refund…]} | 404
-//	POST /v1/shipments  {"order_id","items":[{"sku","quantity","unit_price"}]}
-//	                    201 shipment {"id":"sh_…","idempotency_key","order_id","items","status":"shipped","created_at"}
+//	POST /v1/shipments  {"order_id","reference","items":[{"sku","quantity","unit_price"}]}
+//	                    201 shipment {"id":"sh_…","idempotency_key","order_id","reference","items",
+//	                    "status":"shipped","created_at"}
 //	                    409 out_of_stock (SKUOutOfStock), final and remembered
-//	GET  /v1/shipments?idempotency_key=K  200 shipment | 409 remembered | 404
+//	GET  /v1/shipments?reference=R&order_id=O  200 the first shipment of order O that set
+//	                    reference R | 409 remembered | 404 (the index is written with the
+//	                    shipment: no lag)
+//	GET  /v1/shipments/{id}               200 shipment | 409 remembered | 404
+//	GET  /v1/shipments?idempotency_key=K  200 shipment | 409 remembered | 404 (paysim's own;
+//	                    the warehouse seam never looks a request up by key)
 //	GET  /admin/ledger  {"intents":[…],"charges":[…],"refunds":[…],"shipments":[…]}
 //	GET  /admin/stats   Stats: {"captures_by_order","max_captures_per_order","shipments_by_order",
 //	                    "max_shipments_per_order","charges","declines","refunds","shipments",

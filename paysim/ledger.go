@@ -165,6 +165,21 @@ func (l *Ledger) Shipment(ctx context.Context, key string) (Shipment, error) {
 	return s, translate(err)
 }
 
+// ShipmentByID returns the shipment (or remembered out-of-stock failure)
+// with id id, or ErrNotFound.
+func (l *Ledger) ShipmentByID(ctx context.Context, id string) (Shipment, error) {
+	s, err := scanShipment(l.db.QueryRowContext(ctx, selectShipmentID, id))
+	return s, translate(err)
+}
+
+// ShipmentByReference returns the outcome of the first shipment request of
+// order orderID that carried reference ref, or ErrNotFound. The index is
+// written with the row: it never lags.
+func (l *Ledger) ShipmentByReference(ctx context.Context, ref, orderID string) (Shipment, error) {
+	s, err := scanShipment(l.db.QueryRowContext(ctx, selectShipmentRef, ref, orderID))
+	return s, translate(err)
+}
+
 // CreateShipment records s (a shipment or an out-of-stock failure, with its
 // ID, Status and CreatedAt set) under s.IdempotencyKey in one statement. If
 // the key already holds an outcome, nothing is written and that outcome is
@@ -175,7 +190,7 @@ func (l *Ledger) CreateShipment(ctx context.Context, s Shipment) (_ Shipment, cr
 		return Shipment{}, false, err
 	}
 	res, err := l.db.ExecContext(ctx, insertShipment, s.IdempotencyKey, s.ID, s.OrderID, string(items),
-		string(s.Status), nullable(s.FailureMessage), micros(s.CreatedAt))
+		string(s.Status), nullable(s.FailureMessage), micros(s.CreatedAt), nullable(s.Reference))
 	if n, err := affected(res, err); err != nil {
 		return Shipment{}, false, translate(err)
 	} else if n == 1 {
@@ -294,12 +309,12 @@ func scanRefund(row scanner) (Refund, error) {
 func scanShipment(row scanner) (Shipment, error) {
 	var s Shipment
 	var items, status string
-	var msg sql.NullString
+	var msg, ref sql.NullString
 	var created int64
-	if err := row.Scan(&s.IdempotencyKey, &s.ID, &s.OrderID, &items, &status, &msg, &created); err != nil {
+	if err := row.Scan(&s.IdempotencyKey, &s.ID, &s.OrderID, &items, &status, &msg, &created, &ref); err != nil {
 		return s, err
 	}
-	s.Status, s.FailureMessage, s.CreatedAt = ShipmentStatus(status), msg.String, fromMicros(created)
+	s.Status, s.FailureMessage, s.CreatedAt, s.Reference = ShipmentStatus(status), msg.String, fromMicros(created), ref.String
 	return s, json.Unmarshal([]byte(items), &s.Items)
 }
 

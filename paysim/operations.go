@@ -307,11 +307,11 @@ var shipments = &operation[ShipmentParams, Shipment]{
 	},
 	find: (*Ledger).Shipment,
 	same: func(held Shipment, p ShipmentParams) bool {
-		return held.OrderID == p.OrderID && slices.Equal(held.Items, p.Items)
+		return held.OrderID == p.OrderID && held.Reference == p.Reference && slices.Equal(held.Items, p.Items)
 	},
 	build: func(key string, p ShipmentParams, _ FaultKind) (Shipment, FaultKind) {
 		sh := Shipment{
-			ID: newID("sh_"), IdempotencyKey: key, OrderID: p.OrderID, Items: p.Items,
+			ID: newID("sh_"), IdempotencyKey: key, OrderID: p.OrderID, Reference: p.Reference, Items: p.Items,
 			Status: ShipmentShipped, CreatedAt: now(),
 		}
 		if slices.ContainsFunc(p.Items, func(it Item) bool { return it.SKU == SKUOutOfStock }) {
@@ -326,6 +326,9 @@ var shipments = &operation[ShipmentParams, Shipment]{
 func validateShipment(p ShipmentParams) string {
 	if p.OrderID == "" {
 		return "order_id is required"
+	}
+	if len(p.Reference) > maxKeyLen {
+		return fmt.Sprintf("reference is %d characters, more than %d", len(p.Reference), maxKeyLen)
 	}
 	if len(p.Items) == 0 {
 		return "a shipment needs at least one item"

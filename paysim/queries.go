@@ -34,12 +34,17 @@ const (
 	FROM refunds r JOIN charges c ON c.idempotency_key = r.charge_key
 	ORDER BY r.created_at, r.rowid`
 
-	shipmentColumns = `idempotency_key, id, order_id, items, status, failure_message, created_at`
+	shipmentColumns = `idempotency_key, id, order_id, items, status, failure_message, created_at, reference`
 	insertShipment  = `INSERT INTO shipments (` + shipmentColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (idempotency_key) DO NOTHING`
-	selectShipment = `SELECT ` + shipmentColumns + ` FROM shipments WHERE idempotency_key = ?`
-	listShipments  = `SELECT ` + shipmentColumns + ` FROM shipments ORDER BY created_at, rowid`
+	selectShipment   = `SELECT ` + shipmentColumns + ` FROM shipments WHERE idempotency_key = ?`
+	selectShipmentID = `SELECT ` + shipmentColumns + ` FROM shipments WHERE id = ?`
+	// selectShipmentRef finds the first request that carried a reference
+	// for an order.
+	selectShipmentRef = `SELECT ` + shipmentColumns + ` FROM shipments
+	WHERE reference = ? AND order_id = ? ORDER BY created_at, rowid LIMIT 1`
+	listShipments = `SELECT ` + shipmentColumns + ` FROM shipments ORDER BY created_at, rowid`
 
 	// claimFault records that a key's one-shot fault fired; zero rows means
 	// it had fired before.

@@ -105,7 +105,8 @@ func NewServer(l *Ledger, c Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", post(s, confirmOp(l)))
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", post(s, cancelOp()))
 	s.mux.HandleFunc("POST /v1/shipments", post(s, shipments))
-	s.mux.HandleFunc("GET /v1/shipments", get(s, shipments))
+	s.mux.HandleFunc("GET /v1/shipments", s.getShipments(get(s, shipments)))
+	s.mux.HandleFunc("GET /v1/shipments/{id}", s.getShipment)
 	s.mux.HandleFunc("GET /admin/ledger", s.getLedger)
 	s.mux.HandleFunc("GET /admin/stats", s.getStats)
 	s.mux.HandleFunc("GET /admin/faults", s.getFaults)
@@ -295,19 +296,77 @@ func (s *Server) lookupPrelude(w http.ResponseWriter, r *http.Request) (string, 
 		invalid(w, "the idempotency_key query parameter is required")
 		return "", false
 	}
+	return key, s.readFaults(w, r)
+}
+
+// readFaults applies a read's FaultHeader and latency; it reports false
+// if it answered (or dropped) the request.
+func (s *Server) readFaults(w http.ResponseWriter, r *http.Request) bool {
 	rf, ok := faultHeader(w, r)
 	if !ok || !s.delay(r.Context(), rf.latency) {
-		return "", false
+		return false
 	}
 	switch rf.kind {
 	case FaultError, FaultTimeout:
-		return "", !s.answerFault(w, r, rf.kind)
+		return !s.answerFault(w, r, rf.kind)
 	case FaultDrop:
 		s.fired(r, FaultDrop)
 		drop(w)
-		return "", false
+		return false
 	}
-	return key, true
+	return true
+}
+
+// getShipments is GET /v1/shipments: ?reference=R&order_id=O finds the
+// first shipment request of order O that set reference R (the warehouse
+// seam's Find; the index never lags); ?idempotency_key=K looks one up by
+// key (paysim's own lookup, which the warehouse seam no longer uses). A
+// remembered out-of-stock failure answers 409 out_of_stock.
+func (s *Server) getShipments(byKey http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		ref, orderID := q.Get("reference"), q.Get("order_id")
+		if ref == "" && orderID == "" {
+			byKey(w, r)
+			return
+		}
+		if ref == "" || orderID == "" {
+			invalid(w, "the reference and order_id query parameters are required together")
+			return
+		}
+		if !s.readFaults(w, r) {
+			return
+		}
+		sh, err := s.ledger.ShipmentByReference(r.Context(), ref, orderID)
+		if errors.Is(err, ErrNotFound) {
+			writeError(w, http.StatusNotFound, apiError{Type: ErrTypeNotFound,
+				Message: fmt.Sprintf("no shipment of order %q has reference %q", orderID, ref)})
+			return
+		}
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeShipment(w, sh, http.StatusOK, false)
+	}
+}
+
+// getShipment is GET /v1/shipments/{id}: the shipment (or remembered
+// out-of-stock failure, 409) with that id, or 404.
+func (s *Server) getShipment(w http.ResponseWriter, r *http.Request) {
+	if !s.readFaults(w, r) {
+		return
+	}
+	sh, err := s.ledger.ShipmentByID(r.Context(), r.PathValue("id"))
+	if errors.Is(err, ErrNotFound) {
+		writeError(w, http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: fmt.Sprintf("no shipment %q", r.PathValue("id"))})
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeShipment(w, sh, http.StatusOK, false)
 }
 
 func (s *Server) lookupFailed(w http.ResponseWriter, err error, what, key string) {

@@ -286,6 +286,28 @@ func TestShipment(t *testing.T) {
 	t.Run("unknown key is not found", func(t *testing.T) {
 		wantError(t, e.lookup("shipments", "nope"), http.StatusNotFound, "not_found", "")
 	})
+	t.Run("found by reference and by id", func(t *testing.T) {
+		p := shipParams("ord_4")
+		p.Reference = "ord_4/fulfill"
+		var made paysim.Shipment
+		decode(t, e.do(request{method: "POST", path: "/v1/shipments", key: "ord_4/fulfill", body: p}), http.StatusCreated, &made)
+		if made.Reference != "ord_4/fulfill" {
+			t.Errorf("shipment = %+v, want reference ord_4/fulfill", made)
+		}
+		var byRef, byID paysim.Shipment
+		decode(t, e.do(request{method: "GET", path: "/v1/shipments?reference=ord_4/fulfill&order_id=ord_4"}), http.StatusOK, &byRef)
+		decode(t, e.do(request{method: "GET", path: "/v1/shipments/" + made.ID}), http.StatusOK, &byID)
+		if byRef.ID != made.ID || byID.ID != made.ID || byRef.Reference != made.Reference {
+			t.Errorf("by reference %+v, by id %+v; want %s", byRef, byID, made.ID)
+		}
+		// Another request under the key with another reference is refused.
+		p.Reference = "ord_4/other"
+		wantError(t, e.do(request{method: "POST", path: "/v1/shipments", key: "ord_4/fulfill", body: p}),
+			http.StatusUnprocessableEntity, "idempotency_error", "")
+		wantError(t, e.do(request{method: "GET", path: "/v1/shipments?reference=ord_4/fulfill&order_id=ord_5"}), http.StatusNotFound, "not_found", "")
+		wantError(t, e.do(request{method: "GET", path: "/v1/shipments?reference=ord_4/fulfill"}), http.StatusBadRequest, "invalid_request_error", "")
+		wantError(t, e.do(request{method: "GET", path: "/v1/shipments/sh_nope"}), http.StatusNotFound, "not_found", "")
+	})
 	t.Run("malformed shipments are refused", func(t *testing.T) {
 		for _, body := range []any{
 			paysim.ShipmentParams{OrderID: "ord_3"},
@@ -298,8 +320,8 @@ func TestShipment(t *testing.T) {
 		}
 	})
 	st := e.stats()
-	if st.Shipments != 1 || st.OutOfStock != 1 || st.ShipmentsByOrder["ord_1"] != 1 || st.MaxShipmentsPerOrder != 1 {
-		t.Errorf("stats = %+v, want one shipment for ord_1 and one out of stock", st.Counts)
+	if st.Shipments != 2 || st.OutOfStock != 1 || st.ShipmentsByOrder["ord_1"] != 1 || st.ShipmentsByOrder["ord_4"] != 1 || st.MaxShipmentsPerOrder != 1 {
+		t.Errorf("stats = %+v, want one shipment each for ord_1 and ord_4 and one out of stock", st.Counts)
 	}
 }
 

@@ -413,13 +413,14 @@ func notParked(a store.Attempt) error {
 }
 
 // ask asks the provider about attempt a of order o, never calling it to
-// act: a lookup of the charge, the shipment, or (for a refund) the charge
-// it refunds. ref is the provider's id when it acted.
+// act: a lookup of the charge, the shipment (Find by its reference), or
+// (for a refund) the charge it refunds. ref is the provider's id when it
+// acted.
 func (p *Operations) ask(ctx context.Context, a store.Attempt, o order.Order) (ProviderAnswer, string, error) {
 	s := p.s
 	switch a.Kind {
 	case store.AttemptShipment:
-		sh, err := s.warehouse.Lookup(ctx, a.ProviderKey)
+		sh, err := s.warehouse.Find(ctx, shipmentRef(a))
 		switch {
 		case err == nil:
 			return ProviderSucceeded, sh.ID, nil

@@ -552,10 +552,16 @@ func (s *Service) shipEffect() effect {
 				CreatedAt: now, UpdatedAt: now}
 		},
 		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
+			ref := shipmentRef(a)
 			if a.Status == store.AttemptUnknown || s.unresolved(a) {
+				// Never ship blindly again: find the shipment by the
+				// reference the first Ship set on it. Not found means
+				// nothing shipped, so the Ship below is sent again under
+				// the same key — unless the attempt is past
+				// UnresolvedAfter, where it is parked as before.
 				notFound := false
 				r := s.provider(ctx, ProviderShipmentLookup, func(ctx context.Context) callResult {
-					sh, err := s.warehouse.Lookup(ctx, a.ProviderKey)
+					sh, err := s.warehouse.Find(ctx, ref)
 					if notFound = errors.Is(err, fulfillment.ErrShipmentNotFound); notFound {
 						return callResult{class: rejected}
 					}
@@ -569,11 +575,19 @@ func (s *Service) shipEffect() effect {
 				}
 			}
 			return s.provider(ctx, ProviderShip, func(ctx context.Context) callResult {
-				sh, err := s.warehouse.Ship(ctx, fulfillment.ShipmentRequest{IdempotencyKey: a.ProviderKey, OrderID: o.ID, Items: o.Items})
+				sh, err := s.warehouse.Ship(ctx, fulfillment.ShipmentRequest{IdempotencyKey: a.ProviderKey, Reference: ref,
+					OrderID: o.ID, Items: o.Items})
 				return s.classifyShipment(sh, err)
 			})
 		},
 	}
+}
+
+// shipmentRef is the fulfillment.Reference the shipment attempt a sets on
+// its shipment and finds it by: its order and its provider key
+// ("<order id>/fulfill").
+func shipmentRef(a store.Attempt) fulfillment.Reference {
+	return fulfillment.Reference{OrderID: a.OrderID, Key: a.ProviderKey}
 }
 
 func (s *Service) classifyShipment(sh fulfillment.Shipment, err error) callResult {

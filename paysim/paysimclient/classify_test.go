@@ -49,7 +49,7 @@ var seams = []seam{
 		call: func(t *testing.T, url string) (error, error) {
 			wh := newWarehouse(t, url)
 			_, err := wh.Ship(context.Background(), shipReq("ord_1"))
-			_, lerr := wh.Lookup(context.Background(), "ord_1/fulfill")
+			_, lerr := wh.Find(context.Background(), shipRef("ord_1"))
 			return err, lerr
 		},
 		isRetryable: fulfillment.IsRetryable, isUnknown: fulfillment.IsUnknownOutcome,

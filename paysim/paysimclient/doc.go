@@ -15,8 +15,9 @@
 //
 // An outcome is unknown when a request that changes something was sent but
 // no usable answer came back; payment.IsUnknownOutcome and
-// fulfillment.IsUnknownOutcome report it, and Lookup (or repeating the
-// request with the same key) tells what happened. Neither client lets
+// fulfillment.IsUnknownOutcome report it, and Gateway.Lookup or
+// Warehouse.Find by the request's reference (or repeating the request with
+// the same key) tells what happened. Neither client lets
 // net/http resend a request by itself, so every such failure is reported.
 //
 // Options (WithTimeout, WithHTTPClient) apply to both.

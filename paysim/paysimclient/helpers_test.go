@@ -107,7 +107,13 @@ func shipReq(orderID string, skus ...string) fulfillment.ShipmentRequest {
 	for i, s := range skus {
 		items[i] = order.Item{SKU: s, Quantity: 1, UnitPrice: 1500}
 	}
-	return fulfillment.ShipmentRequest{IdempotencyKey: orderID + "/fulfill", OrderID: orderID, Items: items}
+	return fulfillment.ShipmentRequest{IdempotencyKey: orderID + "/fulfill", OrderID: orderID,
+		Reference: shipRef(orderID), Items: items}
+}
+
+// shipRef is the reference shipReq sets for orderID.
+func shipRef(orderID string) fulfillment.Reference {
+	return fulfillment.Reference{OrderID: orderID, Key: orderID + "/fulfill"}
 }
 
 // paysimTimeoutDelay is how long paysim holds a request under its timeout

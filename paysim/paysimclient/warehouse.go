@@ -13,8 +13,10 @@ import (
 )
 
 // Warehouse is a fulfillment.Warehouse over paysim's HTTP API: POST
-// /v1/shipments with an Idempotency-Key header, GET
-// /v1/shipments?idempotency_key=K for Lookup.
+// /v1/shipments with an Idempotency-Key header and the request's reference
+// key in the body; GET /v1/shipments?reference=R&order_id=O for Find (paysim's
+// index never lags); GET /v1/shipments/{id} for Retrieve. It never looks a
+// request up by idempotency key.
 //
 // Its errors, all *fulfillment.WarehouseError except not-found, follow these
 // rules, in order:
@@ -22,7 +24,7 @@ import (
 //   - 2xx is success.
 //   - 409 with error type "out_of_stock" wraps fulfillment.ErrOutOfStock;
 //     final.
-//   - 404 from a lookup wraps fulfillment.ErrShipmentNotFound; 422 with
+//   - 404 from Find or Retrieve wraps fulfillment.ErrShipmentNotFound; 422 with
 //     error type "idempotency_error" wraps
 //     fulfillment.ErrIdempotencyKeyReused; final.
 //   - 408 and 429 are retryable (paysim did not take the request); every
@@ -36,9 +38,10 @@ import (
 //     leaves the outcome unknown: a non-retryable error wrapping
 //     fulfillment.ErrUnknownOutcome (and the context error, if that was the
 //     cause), for which fulfillment.IsRetryable is false and
-//     fulfillment.IsUnknownOutcome true. Call Lookup, or repeat the call
-//     with the same idempotency key.
-//   - Lookup changes nothing, so for Lookup that last case is retryable too.
+//     fulfillment.IsUnknownOutcome true. Call Find with the request's
+//     Reference, or repeat the call with the same idempotency key.
+//   - Find and Retrieve change nothing, so for them that last case is
+//     retryable too.
 //
 // The Warehouse never lets net/http resend a request by itself, so every
 // failure is reported to the caller. A Warehouse is safe for concurrent use.
@@ -71,7 +74,7 @@ func (w *Warehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (
 	}
 	var s paysimwire.Shipment
 	err := w.c.Call(ctx, http.MethodPost, "/v1/shipments", req.IdempotencyKey, paysimwire.ShipmentParams{
-		OrderID: req.OrderID, Items: items,
+		OrderID: req.OrderID, Reference: req.Reference.Key, Items: items,
 	}, &s)
 	if err != nil {
 		return fulfillment.Shipment{}, shipments.translate(err, nil)
@@ -79,16 +82,31 @@ func (w *Warehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (
 	return shipment(s), nil
 }
 
-// Lookup implements fulfillment.Warehouse with GET
-// /v1/shipments?idempotency_key=K. An empty key fails with a final
+// Find implements fulfillment.Warehouse with GET
+// /v1/shipments?reference=R&order_id=O; a remembered out-of-stock failure
+// is its final *fulfillment.WarehouseError wrapping fulfillment.ErrOutOfStock.
+// A reference without an order id or a key fails with a final
 // *fulfillment.WarehouseError without a call.
-func (w *Warehouse) Lookup(ctx context.Context, idempotencyKey string) (fulfillment.Shipment, error) {
-	if idempotencyKey == "" {
-		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Err: errors.New("idempotency key is required")}
+func (w *Warehouse) Find(ctx context.Context, ref fulfillment.Reference) (fulfillment.Shipment, error) {
+	if ref.OrderID == "" || ref.Key == "" {
+		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Err: errors.New("a reference needs an order id and a key")}
+	}
+	q := url.Values{"reference": {ref.Key}, "order_id": {ref.OrderID}}
+	var s paysimwire.Shipment
+	if err := w.c.Call(ctx, http.MethodGet, "/v1/shipments?"+q.Encode(), "", nil, &s); err != nil {
+		return fulfillment.Shipment{}, shipments.translate(err, fulfillment.ErrShipmentNotFound)
+	}
+	return shipment(s), nil
+}
+
+// Retrieve implements fulfillment.Warehouse with GET /v1/shipments/{id}. An
+// empty id fails with a final *fulfillment.WarehouseError without a call.
+func (w *Warehouse) Retrieve(ctx context.Context, id string) (fulfillment.Shipment, error) {
+	if id == "" {
+		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Err: errors.New("shipment id is required")}
 	}
 	var s paysimwire.Shipment
-	err := w.c.Call(ctx, http.MethodGet, "/v1/shipments?idempotency_key="+url.QueryEscape(idempotencyKey), "", nil, &s)
-	if err != nil {
+	if err := w.c.Call(ctx, http.MethodGet, "/v1/shipments/"+url.PathEscape(id), "", nil, &s); err != nil {
 		return fulfillment.Shipment{}, shipments.translate(err, fulfillment.ErrShipmentNotFound)
 	}
 	return shipment(s), nil
@@ -111,5 +129,9 @@ var shipments = vocabulary{
 
 // shipment returns paysim's shipment as a fulfillment.Shipment.
 func shipment(s paysimwire.Shipment) fulfillment.Shipment {
-	return fulfillment.Shipment{ID: s.ID, IdempotencyKey: s.IdempotencyKey, OrderID: s.OrderID, CreatedAt: s.CreatedAt.UTC()}
+	sh := fulfillment.Shipment{ID: s.ID, IdempotencyKey: s.IdempotencyKey, OrderID: s.OrderID, CreatedAt: s.CreatedAt.UTC()}
+	if s.Reference != "" {
+		sh.Reference = fulfillment.Reference{OrderID: s.OrderID, Key: s.Reference}
+	}
+	return sh
 }

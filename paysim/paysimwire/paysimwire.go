@@ -197,20 +197,26 @@ type Item struct {
 
 // Shipment is one shipment key's outcome: a shipment, or a remembered
 // out-of-stock failure (Status ShipmentOutOfStock, with FailureMessage).
+// Reference is the caller's reference the request set ("" if none), by
+// which GET /v1/shipments?reference=R&order_id=O finds it.
 type Shipment struct {
 	ID             string         `json:"id"`
 	IdempotencyKey string         `json:"idempotency_key"`
 	OrderID        string         `json:"order_id"`
+	Reference      string         `json:"reference,omitempty"`
 	Items          []Item         `json:"items"`
 	Status         ShipmentStatus `json:"status"`
 	FailureMessage string         `json:"failure_message,omitempty"`
 	CreatedAt      time.Time      `json:"created_at"`
 }
 
-// ShipmentParams is the body of POST /v1/shipments.
+// ShipmentParams is the body of POST /v1/shipments. Reference is the
+// caller's reference of the shipment (at most 255 characters; optional),
+// stored on it.
 type ShipmentParams struct {
-	OrderID string `json:"order_id"`
-	Items   []Item `json:"items"`
+	OrderID   string `json:"order_id"`
+	Reference string `json:"reference,omitempty"`
+	Items     []Item `json:"items"`
 }
 
 // SignatureHeader carries a webhook's signature:

@@ -49,6 +49,7 @@ func ExampleWarehouse() {
 	wh := simulator.NewWarehouse()
 	req := fulfillment.ShipmentRequest{
 		IdempotencyKey: "ord_123/fulfill",
+		Reference:      fulfillment.Reference{OrderID: "ord_123", Key: "ord_123/fulfill"},
 		OrderID:        "ord_123",
 		Items:          []order.Item{{SKU: "sku_mug", Quantity: 2, UnitPrice: 1500}},
 	}

@@ -20,26 +20,33 @@ var errInjected = errors.New("simulated warehouse unavailable")
 // one with idempotency keys. It ships every request except one containing
 // testmode.SKUOutOfStock, and keeps a ledger keyed by IdempotencyKey that
 // remembers shipments and final failures: a repeated key with the same
-// OrderID and Items returns the same Shipment (same ID) or the same final
-// error and never ships again; a repeated key with different parameters
-// fails with a non-retryable *fulfillment.WarehouseError wrapping
+// Reference, OrderID and Items returns the same Shipment (same ID) or the
+// same final error and never ships again; a repeated key with different
+// parameters fails with a non-retryable *fulfillment.WarehouseError wrapping
 // fulfillment.ErrIdempotencyKeyReused. Transient failures (FailNext, a
-// context that has ended) are not remembered.
+// context that has ended) are not remembered. Find reads the ledger by the
+// request's Reference (the first request that carried it) and Retrieve by
+// shipment id; neither lags. LoseAnswers makes Ship commit and then lose its
+// answer (an unknown outcome).
 //
 // A Warehouse is safe for concurrent use. The zero value is not usable; call
 // NewWarehouse.
 type Warehouse struct {
 	mu        sync.Mutex
 	ledger    map[string]*shipEntry // by idempotency key
-	shipments map[string]int        // order id → distinct shipments
-	total     int                   // distinct shipments
-	calls     int                   // Ship calls received
-	failNext  int                   // Ship calls still to fail transiently
+	byRef     map[fulfillment.Reference]*shipEntry
+	byID      map[string]*shipEntry
+	lose      int            // Ship calls still to commit and then lose their answer
+	shipments map[string]int // order id → distinct shipments
+	total     int            // distinct shipments
+	calls     int            // Ship calls received
+	failNext  int            // Ship calls still to fail transiently
 }
 
 // shipEntry is the remembered outcome of a shipment key.
 type shipEntry struct {
 	orderID  string
+	ref      fulfillment.Reference
 	items    []order.Item
 	shipment fulfillment.Shipment
 	err      *fulfillment.WarehouseError // final failure; nil if shipped
@@ -51,6 +58,8 @@ var _ fulfillment.Warehouse = (*Warehouse)(nil)
 func NewWarehouse() *Warehouse {
 	return &Warehouse{
 		ledger:    make(map[string]*shipEntry),
+		byRef:     make(map[fulfillment.Reference]*shipEntry),
+		byID:      make(map[string]*shipEntry),
 		shipments: make(map[string]int),
 	}
 }
@@ -64,14 +73,36 @@ func (w *Warehouse) FailNext(n int) {
 	w.failNext = max(n, 0)
 }
 
+// LoseAnswers makes the next n Ship calls that pass validation take effect
+// as usual (ship, or remember a refusal, or replay) and then answer a
+// non-retryable *fulfillment.WarehouseError wrapping
+// fulfillment.ErrUnknownOutcome, as a connection dropped after the commit
+// would. A non-positive n cancels pending losses.
+func (w *Warehouse) LoseAnswers(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lose = max(n, 0)
+}
+
 // Ship implements fulfillment.Warehouse. Under the Warehouse's lock it fails
 // transiently if ctx has ended or FailNext is pending, then replays the
 // outcome remembered for req.IdempotencyKey or ships and remembers the
-// outcome. A request that req.Validate refuses fails with its non-retryable
-// *fulfillment.WarehouseError.
+// outcome (under the key, req.Reference if no earlier request carried it,
+// and the shipment id). A request that req.Validate refuses fails with its
+// non-retryable *fulfillment.WarehouseError. A pending LoseAnswers replaces
+// the answer with an unknown outcome.
 func (w *Warehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (fulfillment.Shipment, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	sh, err := w.ship(ctx, req)
+	if w.lose > 0 && req.Validate() == nil && !fulfillment.IsRetryable(err) {
+		w.lose--
+		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Err: fmt.Errorf("%w: simulated answer lost after the commit", fulfillment.ErrUnknownOutcome)}
+	}
+	return sh, err
+}
+
+func (w *Warehouse) ship(ctx context.Context, req fulfillment.ShipmentRequest) (fulfillment.Shipment, error) {
 	w.calls++
 	if err := ctx.Err(); err != nil {
 		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Retryable: true, Err: err}
@@ -84,7 +115,7 @@ func (w *Warehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (
 		return fulfillment.Shipment{}, err
 	}
 	if e, ok := w.ledger[req.IdempotencyKey]; ok {
-		if e.orderID != req.OrderID || !slices.Equal(e.items, req.Items) {
+		if e.orderID != req.OrderID || e.ref != req.Reference || !slices.Equal(e.items, req.Items) {
 			return fulfillment.Shipment{}, &fulfillment.WarehouseError{Err: fmt.Errorf("shipment key %q: %w", req.IdempotencyKey, fulfillment.ErrIdempotencyKeyReused)}
 		}
 		if e.err != nil {
@@ -94,8 +125,11 @@ func (w *Warehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (
 		return e.shipment, nil
 	}
 
-	e := &shipEntry{orderID: req.OrderID, items: slices.Clone(req.Items)}
+	e := &shipEntry{orderID: req.OrderID, ref: req.Reference, items: slices.Clone(req.Items)}
 	w.ledger[req.IdempotencyKey] = e
+	if _, ok := w.byRef[req.Reference]; !ok {
+		w.byRef[req.Reference] = e
+	}
 	for _, it := range req.Items {
 		if msg := testmode.OutOfStock(it.SKU); msg != "" {
 			e.err = &fulfillment.WarehouseError{Err: fmt.Errorf("%w: %s", fulfillment.ErrOutOfStock, msg)}
@@ -105,34 +139,53 @@ func (w *Warehouse) Ship(ctx context.Context, req fulfillment.ShipmentRequest) (
 	}
 	e.shipment = fulfillment.Shipment{
 		ID:             testmode.NewID("sh_"),
+		Reference:      req.Reference,
 		IdempotencyKey: req.IdempotencyKey,
 		OrderID:        req.OrderID,
 		CreatedAt:      time.Now().UTC(),
 	}
+	w.byID[e.shipment.ID] = e
 	w.shipments[req.OrderID]++
 	w.total++
 	return e.shipment, nil
 }
 
-// Lookup implements fulfillment.Warehouse: it returns the Shipment
-// remembered under key, a copy of the remembered final
+// Find implements fulfillment.Warehouse: it returns the Shipment of the
+// first request that carried ref, a copy of its remembered final
 // *fulfillment.WarehouseError, or an error wrapping
 // fulfillment.ErrShipmentNotFound. Transient failures are never remembered,
-// so a key whose only calls failed transiently is not found. A context that
-// has ended yields a retryable *fulfillment.WarehouseError.
-func (w *Warehouse) Lookup(ctx context.Context, key string) (fulfillment.Shipment, error) {
+// so a reference whose only calls failed transiently is not found. The index
+// never lags. A context that has ended yields a retryable
+// *fulfillment.WarehouseError.
+func (w *Warehouse) Find(ctx context.Context, ref fulfillment.Reference) (fulfillment.Shipment, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Retryable: true, Err: err}
 	}
-	e, ok := w.ledger[key]
+	e, ok := w.byRef[ref]
 	switch {
 	case !ok:
-		return fulfillment.Shipment{}, fmt.Errorf("%w: no shipment has key %q", fulfillment.ErrShipmentNotFound, key)
+		return fulfillment.Shipment{}, fmt.Errorf("%w: no shipment has reference %s", fulfillment.ErrShipmentNotFound, ref)
 	case e.err != nil:
 		we := *e.err
 		return fulfillment.Shipment{}, &we
+	}
+	return e.shipment, nil
+}
+
+// Retrieve implements fulfillment.Warehouse: the Shipment with id id, or an
+// error wrapping fulfillment.ErrShipmentNotFound. A context that has ended
+// yields a retryable *fulfillment.WarehouseError.
+func (w *Warehouse) Retrieve(ctx context.Context, id string) (fulfillment.Shipment, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fulfillment.Shipment{}, &fulfillment.WarehouseError{Retryable: true, Err: err}
+	}
+	e, ok := w.byID[id]
+	if !ok {
+		return fulfillment.Shipment{}, fmt.Errorf("%w: no shipment has id %q", fulfillment.ErrShipmentNotFound, id)
 	}
 	return e.shipment, nil
 }

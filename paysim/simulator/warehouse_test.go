@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/fulfillment"
+	"github.com/orderly/orderly/fulfillment/warehousetest"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/paysim/testmode"
 )
@@ -20,7 +21,8 @@ func shipReq(orderID string, skus ...string) fulfillment.ShipmentRequest {
 	for i, sku := range skus {
 		items[i] = order.Item{SKU: sku, Quantity: 1, UnitPrice: 1500}
 	}
-	return fulfillment.ShipmentRequest{IdempotencyKey: orderID + "/fulfill", OrderID: orderID, Items: items}
+	return fulfillment.ShipmentRequest{IdempotencyKey: orderID + "/fulfill", OrderID: orderID,
+		Reference: fulfillment.Reference{OrderID: orderID, Key: orderID + "/fulfill"}, Items: items}
 }
 
 func TestWarehouseShip(t *testing.T) {
@@ -34,8 +36,9 @@ func TestWarehouseShip(t *testing.T) {
 		{name: "ships an order", req: shipReq("ord_1")},
 		{name: "ships several items", req: shipReq("ord_1", "sku_mug", "sku_tee")},
 		{name: "out-of-stock SKU fails finally", req: shipReq("ord_1", "sku_mug", testmode.SKUOutOfStock), wantOutOfStock: true, wantFinal: true},
-		{name: "missing idempotency key fails finally", req: fulfillment.ShipmentRequest{OrderID: "ord_1", Items: shipReq("ord_1").Items}, wantFinal: true},
-		{name: "no items fails finally", req: fulfillment.ShipmentRequest{IdempotencyKey: "ord_1/fulfill", OrderID: "ord_1"}, wantFinal: true},
+		{name: "missing idempotency key fails finally", req: fulfillment.ShipmentRequest{OrderID: "ord_1", Reference: shipReq("ord_1").Reference, Items: shipReq("ord_1").Items}, wantFinal: true},
+		{name: "missing reference fails finally", req: fulfillment.ShipmentRequest{IdempotencyKey: "ord_1/fulfill", OrderID: "ord_1", Items: shipReq("ord_1").Items}, wantFinal: true},
+		{name: "no items fails finally", req: fulfillment.ShipmentRequest{IdempotencyKey: "ord_1/fulfill", OrderID: "ord_1", Reference: shipReq("ord_1").Reference}, wantFinal: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,8 +65,8 @@ func TestWarehouseShip(t *testing.T) {
 				if len(sh.ID) != len("sh_")+24 || sh.ID[:3] != "sh_" {
 					t.Errorf("ID = %q, want sh_ and 24 hex digits", sh.ID)
 				}
-				if sh.IdempotencyKey != tt.req.IdempotencyKey || sh.OrderID != tt.req.OrderID {
-					t.Errorf("Shipment = %+v, want key %q and order %q", sh, tt.req.IdempotencyKey, tt.req.OrderID)
+				if sh.IdempotencyKey != tt.req.IdempotencyKey || sh.OrderID != tt.req.OrderID || sh.Reference != tt.req.Reference {
+					t.Errorf("Shipment = %+v, want key %q, order %q and reference %s", sh, tt.req.IdempotencyKey, tt.req.OrderID, tt.req.Reference)
 				}
 				if sh.CreatedAt.IsZero() || sh.CreatedAt.Location() != time.UTC {
 					t.Errorf("CreatedAt = %v, want a UTC time", sh.CreatedAt)
@@ -163,7 +166,8 @@ func TestWarehouseShipKeyReuseWithDifferentParamsFails(t *testing.T) {
 		name   string
 		change func(*fulfillment.ShipmentRequest)
 	}{
-		{name: "different order", change: func(r *fulfillment.ShipmentRequest) { r.OrderID = "ord_2" }},
+		{name: "different order", change: func(r *fulfillment.ShipmentRequest) { r.OrderID, r.Reference.OrderID = "ord_2", "ord_2" }},
+		{name: "different reference", change: func(r *fulfillment.ShipmentRequest) { r.Reference.Key = "ord_1/fulfill/2" }},
 		{name: "different quantity", change: func(r *fulfillment.ShipmentRequest) { r.Items[0].Quantity = 2 }},
 		{name: "extra item", change: func(r *fulfillment.ShipmentRequest) {
 			r.Items = append(r.Items, order.Item{SKU: "sku_tee", Quantity: 1})
@@ -252,33 +256,87 @@ func TestWarehouseShipCancelledContextDoesNotShip(t *testing.T) {
 	}
 }
 
-func TestWarehouseLookup(t *testing.T) {
+func TestWarehouseFindAndRetrieve(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := NewWarehouse()
-	sh, err := s.Ship(ctx, shipReq("ord_1"))
+	req := shipReq("ord_1")
+	sh, err := s.Ship(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Lookup(ctx, "ord_1/fulfill"); err != nil || got != sh {
-		t.Errorf("Lookup = %+v, %v; want %+v", got, err, sh)
+	if got, err := s.Find(ctx, req.Reference); err != nil || got != sh {
+		t.Errorf("Find = %+v, %v; want %+v", got, err, sh)
 	}
-	if _, err := s.Ship(ctx, shipReq("ord_2", testmode.SKUOutOfStock)); !errors.Is(err, fulfillment.ErrOutOfStock) {
+	if got, err := s.Retrieve(ctx, sh.ID); err != nil || got != sh {
+		t.Errorf("Retrieve = %+v, %v; want %+v", got, err, sh)
+	}
+	if _, err := s.Retrieve(ctx, "sh_unknown"); !errors.Is(err, fulfillment.ErrShipmentNotFound) {
+		t.Errorf("Retrieve of an unknown id = %v, want fulfillment.ErrShipmentNotFound", err)
+	}
+	if _, err := s.Find(ctx, fulfillment.Reference{OrderID: "ord_9", Key: req.Reference.Key}); !errors.Is(err, fulfillment.ErrShipmentNotFound) {
+		t.Errorf("Find with another order's id = %v, want fulfillment.ErrShipmentNotFound", err)
+	}
+	oos := shipReq("ord_2", testmode.SKUOutOfStock)
+	if _, err := s.Ship(ctx, oos); !errors.Is(err, fulfillment.ErrOutOfStock) {
 		t.Fatal(err)
 	}
-	if _, err := s.Lookup(ctx, "ord_2/fulfill"); !errors.Is(err, fulfillment.ErrOutOfStock) || fulfillment.IsRetryable(err) {
-		t.Errorf("Lookup of an out-of-stock key = %v, want the remembered final error", err)
+	if _, err := s.Find(ctx, oos.Reference); !errors.Is(err, fulfillment.ErrOutOfStock) || fulfillment.IsRetryable(err) {
+		t.Errorf("Find of an out-of-stock reference = %v, want the remembered final error", err)
 	}
 	s.FailNext(1)
-	if _, err := s.Ship(ctx, shipReq("ord_3")); !fulfillment.IsRetryable(err) {
+	flaky := shipReq("ord_3")
+	if _, err := s.Ship(ctx, flaky); !fulfillment.IsRetryable(err) {
 		t.Fatal(err)
 	}
-	if _, err := s.Lookup(ctx, "ord_3/fulfill"); !errors.Is(err, fulfillment.ErrShipmentNotFound) {
-		t.Errorf("Lookup after a transient failure = %v, want fulfillment.ErrShipmentNotFound", err)
+	if _, err := s.Find(ctx, flaky.Reference); !errors.Is(err, fulfillment.ErrShipmentNotFound) {
+		t.Errorf("Find after a transient failure = %v, want fulfillment.ErrShipmentNotFound", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := s.Lookup(cctx, "ord_1/fulfill"); !fulfillment.IsRetryable(err) || !errors.Is(err, context.Canceled) {
-		t.Errorf("Lookup with an ended context = %v, want retryable", err)
+	if _, err := s.Find(cctx, req.Reference); !fulfillment.IsRetryable(err) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Find with an ended context = %v, want retryable", err)
 	}
+	if _, err := s.Retrieve(cctx, sh.ID); !fulfillment.IsRetryable(err) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Retrieve with an ended context = %v, want retryable", err)
+	}
+}
+
+// TestWarehouseLoseAnswers: a lost answer is an unknown outcome after the
+// shipment was made; Find shows it, and a repeat ships nothing more.
+func TestWarehouseLoseAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := NewWarehouse()
+	req := shipReq("ord_1")
+	s.LoseAnswers(1)
+	if _, err := s.Ship(ctx, req); !fulfillment.IsUnknownOutcome(err) || fulfillment.IsRetryable(err) {
+		t.Fatalf("Ship with a lost answer = %v, want an unknown outcome", err)
+	}
+	found, err := s.Find(ctx, req.Reference)
+	if err != nil || s.Shipments("ord_1") != 1 {
+		t.Fatalf("Find = %+v, %v with %d shipments; want the one shipment", found, err, s.Shipments("ord_1"))
+	}
+	if again, err := s.Ship(ctx, req); err != nil || again.ID != found.ID || s.Shipments("ord_1") != 1 {
+		t.Errorf("repeat = %+v, %v with %d shipments; want %s and 1", again, err, s.Shipments("ord_1"), found.ID)
+	}
+}
+
+// TestWarehouseConformance runs the fulfillment.Warehouse conformance suite
+// against the in-process simulator, with its lost-answer hook.
+func TestWarehouseConformance(t *testing.T) {
+	warehousetest.Run(t, func(t *testing.T) warehousetest.Subject {
+		w := NewWarehouse()
+		return warehousetest.Subject{
+			Warehouse:     w,
+			SKUInStock:    "sku_mug",
+			SKUOutOfStock: testmode.SKUOutOfStock,
+			LoseAnswers: func(t *testing.T, call func()) {
+				w.LoseAnswers(1 << 30)
+				defer w.LoseAnswers(0)
+				call()
+			},
+			Shipments: func(_ *testing.T, orderID string) int { return w.Shipments(orderID) },
+		}
+	})
 }
