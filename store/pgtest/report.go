@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -110,4 +111,30 @@ func packageDir() string {
 			return wd
 		}
 	}
+}
+
+// Parallel makes n the number of parallel tests (t.Parallel) this test
+// binary runs at once, unless the command line chose one (-parallel, or
+// -test.parallel); call it from TestMain before Run. go test's default is
+// GOMAXPROCS (2 on a 2-core machine), which leaves a suite whose tests
+// mostly wait on PostgreSQL (cloning, then dropping, a database each;
+// round trips) idle between them; n at or below GOMAXPROCS changes
+// nothing. Each parallel test holds its own connections, so n times a
+// test's pool must stay well under the server's max_connections (100 by
+// default), with room for the other packages go test runs at once.
+func Parallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	cur := flag.Lookup("test.parallel")
+	if set || cur == nil {
+		return
+	}
+	var have int
+	if _, err := fmt.Sscan(cur.Value.String(), &have); err == nil && have >= n {
+		return
+	}
+	_ = flag.Set("test.parallel", fmt.Sprint(n))
 }
