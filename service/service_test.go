@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,14 @@ type gateway struct {
 	lookupDown atomic.Bool
 	lookupUp   sync.Map
 	calls      atomic.Int64 // Confirm calls
+	// saved500: every Confirm takes effect and answers a 500 that the
+	// provider saved under its key (replayed to every repeat of the key).
+	saved500 atomic.Bool
+	savedMu  sync.Mutex
+	saved    map[string]bool
+	// prepareLost: every Prepare times out before reaching the provider.
+	prepareLost atomic.Bool
+	prepares    sync.Map // Prepare idempotency key → times sent (*atomic.Int64)
 	// readDown: the next Retrieve fails too (set with a dropped answer,
 	// so the outcome stays unknown past the call).
 	readDown atomic.Bool
@@ -76,8 +85,35 @@ func (g *gateway) Find(ctx context.Context, ref payment.Reference) (payment.Inte
 // Calls returns how many confirms the service sent.
 func (g *gateway) Calls() int { return int(g.calls.Load()) }
 
+func (g *gateway) Prepare(ctx context.Context, req payment.PrepareRequest) (payment.Intent, error) {
+	n, _ := g.prepares.LoadOrStore(req.IdempotencyKey, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+	if g.prepareLost.Load() {
+		return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	}
+	return g.IntentGateway.Prepare(ctx, req)
+}
+
 func (g *gateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
 	g.calls.Add(1)
+	g.savedMu.Lock()
+	replay := g.saved[req.IdempotencyKey]
+	if g.saved500.Load() {
+		if g.saved == nil {
+			g.saved = map[string]bool{}
+		}
+		g.saved[req.IdempotencyKey] = true
+	}
+	g.savedMu.Unlock()
+	if replay {
+		return payment.Intent{}, &payment.ProviderError{Err: fmt.Errorf("%w: 500 (replayed)", payment.ErrUnknownOutcome)}
+	}
+	if g.saved500.Load() {
+		if _, err := g.IntentGateway.Confirm(ctx, req); err != nil {
+			return payment.Intent{}, err
+		}
+		return payment.Intent{}, &payment.ProviderError{Err: fmt.Errorf("%w: 500 after the payment", payment.ErrUnknownOutcome)}
+	}
 	if h := g.hold; h != nil {
 		g.hold = nil
 		close(g.entered)
