@@ -123,9 +123,9 @@ func TestObserverSeesTheProtocol(t *testing.T) {
 			"key lease_takeover pay":             2, // the retry of K, the completer's of L
 			"key fencing_rejection pay":          1,
 			"provider prepare approved":          2, // K's intent, L's intent
-			"provider charge approved":           1, // the takeover's confirm of K's intent, under its own key
-			"provider charge unknown":            2, // L's lost answer; the slow one's confirm of an intent that succeeded meanwhile
-			"provider charge_lookup approved":    3, // the takeover's read of K, the slow one's, the completer's of L
+			"provider charge approved":           2, // the slow one, and the takeover's with the same confirm key
+			"provider charge unknown":            1, // L's lost answer
+			"provider charge_lookup approved":    2, // the takeover's read of K's intent, the completer's of L
 			"provider charge_lookup unknown":     1, // L's read right after its lost answer
 			"transition pay RCVD→PAID":           2,
 			"completer pass took over 1 ok=true": 1,

@@ -619,34 +619,53 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a store.At
 		// an attempt that stayed unknown that long (Config.UnresolvedAfter).
 		return callResult{class: attention, err: needsAttention(a)}
 	}
-	// Nothing moved. The provider replays a saved 5xx under the old key,
-	// so confirm under a key of this lease (the intent succeeds at most
-	// once, whatever the key).
-	return s.confirm(ctx, a, intentID, fmt.Sprintf("%s/confirm/%s.%d", a.ProviderKey, keyHash8(rec), lease.Token), ref)
+	// Nothing moved. The confirm's own key first, unless it is too old to
+	// resend: a retryable answer or a lost one saved nothing, or saved the
+	// answer that is now replayed. A provider that saved a 5xx under it
+	// (Stripe) replays that 5xx; the intent, read again, still shows nothing
+	// moved, and the confirm goes under a key of this lease (the intent
+	// succeeds at most once, whatever the key).
+	if !s.keyTooOld(a) {
+		r, nothing := s.confirmOnce(ctx, a, intentID, a.ProviderKey+"/confirm", ref)
+		if !nothing {
+			return r
+		}
+	}
+	r, _ = s.confirmOnce(ctx, a, intentID, fmt.Sprintf("%s/confirm/%s.%d", a.ProviderKey, keyHash8(rec), lease.Token), ref)
+	return r
 }
 
 // confirm confirms intent id under key and classifies the answer; an
 // unknown one (a lost or 5xx answer, a replayed 5xx, an unexpected state)
 // is resolved by reading the intent at once.
 func (s *Service) confirm(ctx context.Context, a store.Attempt, id, key string, ref payment.Reference) callResult {
+	r, _ := s.confirmOnce(ctx, a, id, key, ref)
+	return r
+}
+
+// confirmOnce is confirm; nothing reports that the answer was unknown (or
+// the key was reused with other details) and the intent, read
+// afterwards, shows that nothing moved and no decline.
+func (s *Service) confirmOnce(ctx context.Context, a store.Attempt, id, key string, ref payment.Reference) (callResult, bool) {
 	r := s.provider(ctx, ProviderCharge, func(ctx context.Context) callResult {
 		in, err := s.gateway.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: key, IntentID: id,
 			PaymentMethod: a.PaymentMethod, Reference: ref})
 		return s.classifyIntent(in, err)
 	})
-	if r.class != unknown {
-		return r
+	if r.class != unknown && r.class != contended {
+		return r, false
 	}
 	in, rr := s.retrieve(ctx, id)
 	switch {
 	case rr.class != 0:
-		return r
+		return r, false
 	case in.Status == payment.IntentSucceeded, in.Status == payment.IntentCanceled:
-		return s.classifyIntent(in, nil)
+		return s.classifyIntent(in, nil), false
 	case in.LastDecline != nil && in.Status == payment.IntentRequiresPaymentMethod:
-		return s.classifyIntent(payment.Intent{}, in.LastDecline)
+		return s.classifyIntent(payment.Intent{}, in.LastDecline), false
 	}
-	return r
+	nothing := in.Status == payment.IntentRequiresPaymentMethod || in.Status == payment.IntentRequiresConfirmation
+	return r, nothing
 }
 
 // retrieve reads intent id; a zero class means it was read.
