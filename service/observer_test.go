@@ -126,7 +126,6 @@ func TestObserverSeesTheProtocol(t *testing.T) {
 			"provider charge approved":           2, // the slow one, and the takeover's with the same confirm key
 			"provider charge unknown":            1, // L's lost answer
 			"provider charge_lookup approved":    2, // the takeover's read of K's intent, the completer's of L
-			"provider charge_lookup unknown":     1, // L's read right after its lost answer
 			"transition pay RCVD→PAID":           2,
 			"completer pass took over 1 ok=true": 1,
 		} {

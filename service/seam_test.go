@@ -22,16 +22,24 @@ import (
 
 // TestReplayedConfirm500ResolvesByRetrieve: the provider moved the money
 // and answered a 500 it saved under the confirm's key (Stripe replays it to
-// every repeat). The pay reads the intent it recorded before confirming
-// and ends PAID with exactly one capture; the attempt records the intent.
+// every repeat). The retry reads the intent recorded before confirming,
+// sends no confirm, and ends PAID with exactly one capture.
 func TestReplayedConfirm500ResolvesByRetrieve(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		o := f.order(t)
 		f.gw.saved500.Store(true)
-		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("R")}, payIn)
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("R")}
+		if _, err := f.svc.Pay(ctx, call, payIn); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("pay answered a 500 after the payment: %v, want EUnavailable", err)
+		}
+		calls := f.gw.Calls()
+		res, err := f.svc.Pay(ctx, call, payIn)
 		if err != nil || res.Order.State != order.Paid {
-			t.Fatalf("pay answered a saved 500 after the payment = %+v, %v; want PAID", res, err)
+			t.Fatalf("retry while the 500 is replayed = %+v, %v; want PAID (read from the intent)", res, err)
+		}
+		if f.gw.Calls() != calls {
+			t.Fatalf("the retry confirmed again (%d confirms); the intent showed the money moved", f.gw.Calls()-calls)
 		}
 		if n := f.gw.Captures(o.ID); n != 1 {
 			t.Fatalf("%d captures, want 1", n)

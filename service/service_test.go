@@ -127,9 +127,7 @@ func (g *gateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (paym
 		return payment.Intent{}, &payment.ProviderError{Retryable: true, Err: errors.New("502 after capture")}
 	}
 	if g.dropNext.CompareAndSwap(true, false) {
-		// The provider decided (captured or declined); the answer is lost,
-		// and so is the read that follows it.
-		g.readDown.Store(true)
+		// The provider decided (captured or declined); the answer is lost.
 		return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
 	}
 	return in, err

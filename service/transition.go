@@ -635,12 +635,16 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a store.At
 	return r
 }
 
-// confirm confirms intent id under key and classifies the answer; an
-// unknown one (a lost or 5xx answer, a replayed 5xx, an unexpected state)
-// is resolved by reading the intent at once.
+// confirm confirms intent id under key and classifies the answer, the
+// first confirm of an attempt: an unknown answer (a lost or 5xx answer, an
+// unexpected state) is left unknown, for the retry or the completer to
+// resolve by reading the intent (Retrieve).
 func (s *Service) confirm(ctx context.Context, a store.Attempt, id, key string, ref payment.Reference) callResult {
-	r, _ := s.confirmOnce(ctx, a, id, key, ref)
-	return r
+	return s.provider(ctx, ProviderCharge, func(ctx context.Context) callResult {
+		in, err := s.gateway.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: key, IntentID: id,
+			PaymentMethod: a.PaymentMethod, Reference: ref})
+		return s.classifyIntent(in, err)
+	})
 }
 
 // confirmOnce is confirm; nothing reports that the answer was unknown (or
