@@ -31,7 +31,7 @@ import (
 // on entered as it starts, then waits for a value on release (or for release
 // to be closed) before it reaches the simulator underneath.
 type heldGateway struct {
-	payment.ChargeGateway
+	payment.Gateway
 	entered chan struct{}
 	release chan struct{}
 	once    sync.Once
@@ -43,21 +43,21 @@ type heldGateway struct {
 func heldEnv(t *testing.T, kind string, opt testenv.Options) (*testenv.Env, *heldGateway) {
 	t.Helper()
 	g := &heldGateway{entered: make(chan struct{}, 64), release: make(chan struct{})}
-	opt.WrapGateway = func(gw payment.ChargeGateway) payment.ChargeGateway { g.ChargeGateway = gw; return g }
+	opt.WrapGateway = func(gw payment.Gateway) payment.Gateway { g.Gateway = gw; return g }
 	env := testenv.New(t, kind, opt)
 	t.Cleanup(g.releaseAll) // cleanups run last-in first-out: before env's
 	return env, g
 }
 
 // Charge implements payment.ChargeGateway, held.
-func (g *heldGateway) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
+func (g *heldGateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
 	g.entered <- struct{}{}
 	select {
 	case <-g.release:
 	case <-ctx.Done():
-		return payment.Charge{}, ctx.Err()
+		return payment.Intent{}, ctx.Err()
 	}
-	return g.ChargeGateway.Charge(ctx, req)
+	return g.Gateway.Confirm(ctx, req)
 }
 
 // awaitEntered waits until one more charge has started. The timeout only

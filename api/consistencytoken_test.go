@@ -47,7 +47,7 @@ func TestConsistencyTokenOnlyOnFreshWrites(t *testing.T) {
 		}
 		st := &tokenStore{Store: testenv.Open(t, kind, loc)}
 		t.Cleanup(func() { st.Close() })
-		svc := service.New(st, simulator.NewGateway(), simulator.NewWarehouse(), service.Config{})
+		svc := service.New(st, simulator.NewIntentGateway(), simulator.NewWarehouse(), service.Config{})
 		t.Cleanup(svc.Close)
 		srv := httptest.NewServer(api.New(svc, api.Config{APIKeys: map[string]string{"sk_test_token_0001": "tenant_tok"}}))
 		t.Cleanup(srv.Close)

@@ -85,8 +85,8 @@ func TestPreferWaitIsParsed(t *testing.T) {
 		}
 	}}
 	inCall, release := make(chan struct{}), make(chan struct{})
-	env := testenv.New(t, testenv.SQLite, testenv.Options{Observer: obs, WrapGateway: func(g payment.ChargeGateway) payment.ChargeGateway {
-		return &heldCharge{ChargeGateway: g, entered: inCall, release: release}
+	env := testenv.New(t, testenv.SQLite, testenv.Options{Observer: obs, WrapGateway: func(g payment.Gateway) payment.Gateway {
+		return &heldCharge{Gateway: g, entered: inCall, release: release}
 	}})
 	o := orderIn(t, env, order.Received)
 	key := newKey(t)
@@ -114,19 +114,19 @@ func TestPreferWaitIsParsed(t *testing.T) {
 // heldCharge holds every Charge until release is closed, after closing
 // entered (once) to say a charge has reached the provider.
 type heldCharge struct {
-	payment.ChargeGateway
+	payment.Gateway
 	entered, release chan struct{}
 	once             sync.Once
 }
 
-func (g *heldCharge) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
+func (g *heldCharge) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
 	g.once.Do(func() { close(g.entered) })
 	select {
 	case <-g.release:
 	case <-ctx.Done():
-		return payment.Charge{}, ctx.Err()
+		return payment.Intent{}, ctx.Err()
 	}
-	return g.ChargeGateway.Charge(ctx, req)
+	return g.Gateway.Confirm(ctx, req)
 }
 
 // keyEventObserver is a service.Observer that reports each key event to

@@ -24,17 +24,22 @@ var webhookSecret = []byte("whsec_api_test")
 
 // lostReplies charges, then loses the answer: every pay's outcome is
 // unknown to orderd.
-type lostReplies struct{ payment.ChargeGateway }
+type lostReplies struct{ payment.Gateway }
 
-func (g lostReplies) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
-	if _, err := g.ChargeGateway.Charge(ctx, req); err != nil {
-		return payment.Charge{}, err
+func (g lostReplies) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
+	if _, err := g.Gateway.Confirm(ctx, req); err != nil {
+		return payment.Intent{}, err
 	}
-	return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
 }
 
-func (g lostReplies) Lookup(ctx context.Context, key string) (payment.Charge, error) {
-	return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+// Retrieve and Find lose their answers too: only the webhook can tell.
+func (g lostReplies) Retrieve(ctx context.Context, id string) (payment.Intent, error) {
+	return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+}
+
+func (g lostReplies) Find(ctx context.Context, ref payment.Reference) (payment.Intent, error) {
+	return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
 }
 
 // webhook posts a paysim event about the charge key (of 0 USD), signed at t
@@ -69,7 +74,7 @@ func webhookData(t *testing.T, env *testenv.Env, id, typ string, data paysim.Web
 func TestProviderWebhook(t *testing.T) {
 	eachStore(t, func(t *testing.T, kind string) {
 		env := testenv.New(t, kind, testenv.Options{
-			WrapGateway:     func(g payment.ChargeGateway) payment.ChargeGateway { return lostReplies{g} },
+			WrapGateway:     func(g payment.Gateway) payment.Gateway { return lostReplies{g} },
 			ProviderWebhook: paysimclient.Webhooks{Secret: webhookSecret},
 		})
 		o := create(t, env, testenv.KeyA, newKey(t), newCustomer(t))
@@ -117,7 +122,7 @@ func TestProviderWebhook(t *testing.T) {
 func TestProviderWebhookAmountMismatch(t *testing.T) {
 	eachStore(t, func(t *testing.T, kind string) {
 		env := testenv.New(t, kind, testenv.Options{
-			WrapGateway:     func(g payment.ChargeGateway) payment.ChargeGateway { return lostReplies{g} },
+			WrapGateway:     func(g payment.Gateway) payment.Gateway { return lostReplies{g} },
 			ProviderWebhook: paysimclient.Webhooks{Secret: webhookSecret},
 		})
 		o := create(t, env, testenv.KeyA, newKey(t), newCustomer(t))

@@ -51,10 +51,10 @@ func TestUnknownOrderOrAuthStoresNothing(t *testing.T) {
 
 // lostGateway loses every charge before it reaches the provider: an
 // unknown outcome that nothing captured.
-type lostGateway struct{ payment.ChargeGateway }
+type lostGateway struct{ payment.Gateway }
 
-func (lostGateway) Charge(context.Context, payment.ChargeRequest) (payment.Charge, error) {
-	return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+func (lostGateway) Confirm(context.Context, payment.ConfirmRequest) (payment.Intent, error) {
+	return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
 }
 
 // TestUnresolvedChargeIsListedAndNeverRetried: past the unresolved age, a
@@ -65,7 +65,7 @@ func TestUnresolvedChargeIsListedAndNeverRetried(t *testing.T) {
 	eachStore(t, func(t *testing.T, kind string) {
 		clk := newClock()
 		env := testenv.New(t, kind, testenv.Options{Clock: clk,
-			WrapGateway: func(gw payment.ChargeGateway) payment.ChargeGateway { return lostGateway{gw} }})
+			WrapGateway: func(gw payment.Gateway) payment.Gateway { return lostGateway{gw} }})
 		o := orderIn(t, env, order.Received)
 		key := newKey(t)
 		wantProblem(t, fire(t, env, o, order.EventPay, key), http.StatusServiceUnavailable, apperr.EUnavailable)

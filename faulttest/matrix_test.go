@@ -259,15 +259,19 @@ func (fr *faultRun) reconcile(ctx context.Context) {
 	for _, id := range fr.orders {
 		ps[id], db[id] = newSide(), newSide()
 	}
-	for _, c := range snap.Charges {
-		s, ok := ps[c.OrderID]
+	// orderd pays through intents (issue 15): each attempt's intent carries
+	// the attempt's provider key as its reference, and the attempt records
+	// the intent's id as its provider ref.
+	for _, in := range snap.Intents {
+		s, ok := ps[in.OrderID]
 		if !ok {
 			continue
 		}
-		if c.Status == paysim.ChargeFailed {
-			s.declined[c.IdempotencyKey] = c.ID
-		} else {
-			s.captured[c.IdempotencyKey] = c.ID
+		switch {
+		case in.AmountReceived > 0:
+			s.captured[in.Reference] = in.ID
+		case in.LastDecline != nil:
+			s.declined[in.Reference] = in.ID
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

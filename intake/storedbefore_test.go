@@ -31,7 +31,7 @@ func TestKeyStoredBeforeStillReplays(t *testing.T) {
 			}
 			st := testenv.Open(t, kind, loc)
 			t.Cleanup(func() { st.Close() })
-			svc := service.New(st, simulator.NewGateway(), simulator.NewWarehouse(), service.Config{})
+			svc := service.New(st, simulator.NewIntentGateway(), simulator.NewWarehouse(), service.Config{})
 			t.Cleanup(svc.Close)
 			for _, stored := range []idempotency.Key{
 				{Value: "client-key-stored-before", Fingerprint: storedFingerprint},

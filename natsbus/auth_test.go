@@ -212,22 +212,22 @@ func TestForgedDeadLetterAhead(t *testing.T) {
 // heldPays holds the charges of the orders in hold until release is
 // closed; others go through at once.
 type heldPays struct {
-	payment.ChargeGateway
+	payment.Gateway
 	mu      sync.Mutex
 	hold    map[string]bool
 	entered chan string
 	release chan struct{}
 }
 
-func (h *heldPays) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
+func (h *heldPays) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
 	h.mu.Lock()
-	held := h.hold[req.OrderID]
+	held := h.hold[req.Reference.OrderID]
 	h.mu.Unlock()
 	if held {
-		h.entered <- req.OrderID
+		h.entered <- req.Reference.OrderID
 		<-h.release
 	}
-	return h.ChargeGateway.Charge(ctx, req)
+	return h.Gateway.Confirm(ctx, req)
 }
 
 // TestSlowCommandsHoldOnlyTheirTenant: five pays of tenant A held in their
@@ -242,7 +242,7 @@ func TestSlowCommandsHoldOnlyTheirTenant(t *testing.T) {
 			h := &heldPays{hold: map[string]bool{}, entered: make(chan string, 16), release: make(chan struct{})}
 			gate := admission.New(admission.Config{MaxInFlight: 16, TenantMaxInFlight: 3})
 			env := testenv.New(t, kind, testenv.Options{Gate: gate,
-				WrapGateway: func(g payment.ChargeGateway) payment.ChargeGateway { h.ChargeGateway = g; return h }})
+				WrapGateway: func(g payment.Gateway) payment.Gateway { h.Gateway = g; return h }})
 			var released sync.Once
 			release := func() { released.Do(func() { close(h.release) }) }
 			s := newStreamEnv(t, env, natsbus.Config{Gate: gate})

@@ -51,7 +51,7 @@ func stack(b *testing.B, url string, m *observe.Metrics, tp trace.TracerProvider
 		m.Registry().MustRegister(observe.NewPoolCollector(st.Pool()))
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	svc := service.New(st, simulator.NewGateway(), simulator.NewWarehouse(),
+	svc := service.New(st, simulator.NewIntentGateway(), simulator.NewWarehouse(),
 		service.Config{Observer: obs, Logger: quiet, GroupCommit: true})
 	b.Cleanup(svc.Close)
 	h := api.New(svc, api.Config{APIKeys: map[string]string{benchKey: "bench"}, Logger: quiet})

@@ -130,6 +130,7 @@ func (m *Metrics) initSeries() {
 	for op, outs := range map[service.ProviderOp][]service.ProviderOutcome{
 		service.ProviderCharge:         {service.OutcomeApproved, service.OutcomeDeclined, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict},
 		service.ProviderChargeLookup:   {service.OutcomeApproved, service.OutcomeDeclined, service.OutcomeRetryable, service.OutcomeUnknown},
+		service.ProviderPrepare:        {service.OutcomeApproved, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict},
 		service.ProviderRefund:         {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown},
 		service.ProviderShip:           {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict},
 		service.ProviderShipmentLookup: {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown},

@@ -38,12 +38,12 @@ const (
 // fault tests lose it; lookups and refunds with a long one, so asking is
 // never what times out on a loaded machine.
 type splitGateway struct {
-	*paysimclient.Gateway // lookups, refunds
-	short                 *paysimclient.Gateway
+	*paysimclient.Intents // reads, prepares, refunds
+	short                 *paysimclient.Intents
 }
 
-func (g splitGateway) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
-	return g.short.Charge(ctx, req)
+func (g splitGateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
+	return g.short.Confirm(ctx, req)
 }
 
 // splitWarehouse is splitGateway for shipments (sku_fault_timeout).
@@ -60,7 +60,7 @@ type fixture struct {
 	t    *testing.T
 	env  *testenv.Env
 	clk  *testclock.Clock
-	pay  *paysimclient.Gateway // the test's own client of paysim
+	pay  *paysimclient.Intents // the test's own client of paysim
 	ops  *service.Operations
 	http *httptest.Server
 }
@@ -82,11 +82,11 @@ func newFixtureFailures(t *testing.T, kind string, failures int) *fixture {
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { srv.StopDelays(); ts.Close(); l.Close() })
-	short, err := paysimclient.NewGateway(ts.URL, paysimclient.WithTimeout(time.Second))
+	short, err := paysimclient.NewIntents(ts.URL, paysimclient.WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	long, err := paysimclient.NewGateway(ts.URL, paysimclient.WithTimeout(2*time.Minute))
+	long, err := paysimclient.NewIntents(ts.URL, paysimclient.WithTimeout(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func newFixtureFailures(t *testing.T, kind string, failures int) *fixture {
 	}
 	clk := testclock.New(testclock.Start)
 	env := testenv.New(t, kind, testenv.Options{Clock: clk, UnresolvedAfter: time.Hour,
-		WrapGateway: func(payment.ChargeGateway) payment.ChargeGateway { return splitGateway{Gateway: long, short: short} },
+		WrapGateway: func(payment.Gateway) payment.Gateway { return splitGateway{Intents: long, short: short} },
 		WrapWarehouse: func(fulfillment.Warehouse) fulfillment.Warehouse {
 			return splitWarehouse{Warehouse: longWH, short: shortWH}
 		}})
@@ -193,8 +193,14 @@ func (f *fixture) waitParked(o order.Order) store.Attempt {
 // from now on the provider's answer is "captured".
 func (f *fixture) capture(o order.Order, a store.Attempt) {
 	f.t.Helper()
-	if _, err := f.pay.Charge(context.Background(), payment.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: o.ID,
-		Amount: o.Amount, Currency: o.Currency, PaymentMethod: paysim.MethodFaultTimeout}); err != nil {
+	ctx := context.Background()
+	ref := payment.Reference{OrderID: o.ID, Key: a.ProviderKey}
+	in, err := f.pay.Find(ctx, ref)
+	if err != nil {
+		f.t.Fatalf("find the intent at the provider: %v", err)
+	}
+	if _, err := f.pay.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: a.ProviderKey + "/confirm", IntentID: in.ID,
+		PaymentMethod: paysim.MethodFaultTimeout, Reference: ref}); err != nil {
 		f.t.Fatalf("capture at the provider: %v", err)
 	}
 }

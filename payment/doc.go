@@ -6,10 +6,14 @@
 // errors a Gateway returns. Recovery of an unknown outcome reads the
 // provider's object (Retrieve by id, Find by Reference); it never looks a
 // request up by its idempotency key (docs.stripe.com/api/idempotent_requests,
-// docs.stripe.com/payments/paymentintents/lifecycle). ChargeGateway is the
-// older, key-lookup seam, deprecated and being removed. It holds no implementation. The in-process simulator is
-// package paysim/simulator (Gateway); the HTTP client of paysim is package
-// paysim/paysimclient (Gateway).
+// docs.stripe.com/payments/paymentintents/lifecycle). The service pays
+// through Gateway: Prepare (moves no money), the intent's id recorded in
+// the attempt fenced by its lease, then Confirm; an unknown outcome is read
+// back (Retrieve, Find), a refund's by FindRefund. ChargeGateway is the
+// older, key-lookup seam, deprecated: the service no longer calls it. The
+// package holds no implementation. The in-process simulator is package
+// paysim/simulator (IntentGateway); paysim's HTTP client is package
+// paysim/paysimclient (Intents); the Stripe adapter is payment/stripepay.
 //
 // Every request carries an idempotency key, such as "<order id>/pay" for the
 // one logical charge of an order, and an implementation must honour it: a
@@ -22,8 +26,7 @@
 // retryable. IsRetryable applies that rule and answers false for anything
 // else. An outcome that may or may not have taken effect wraps
 // ErrUnknownOutcome (IsUnknownOutcome); the caller learns it by reading the
-// provider's object (Gateway: Retrieve, Find, FindRefund; the older
-// ChargeGateway: Lookup). The Validate methods of the requests give the final
+// provider's object (Retrieve, Find, FindRefund). The Validate methods of the requests give the final
 // error of a request no provider would accept, so every implementation
 // refuses it the same way.
 //

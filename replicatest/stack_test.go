@@ -71,7 +71,7 @@ func newStack(t *testing.T, p *pgpair.Pair, db string, maxLag time.Duration) *st
 		primary.Close()
 		t.Fatal(err)
 	}
-	svc := service.New(st, simulator.NewGateway(), simulator.NewWarehouse(), service.Config{Logger: log, GroupCommit: true})
+	svc := service.New(st, simulator.NewIntentGateway(), simulator.NewWarehouse(), service.Config{Logger: log, GroupCommit: true})
 	srv := httptest.NewServer(api.New(svc, api.Config{APIKeys: map[string]string{apiKey: tenant}, Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(func() {
 		srv.Close()

@@ -128,7 +128,7 @@ func benchStores(b *testing.B, cfg service.Config, bench func(b *testing.B, svc 
 }
 
 func newBenchService(b *testing.B, st store.Store, cfg service.Config) *service.Service {
-	svc := service.New(st, simulator.NewGateway(), simulator.NewWarehouse(), cfg)
+	svc := service.New(st, simulator.NewIntentGateway(), simulator.NewWarehouse(), cfg)
 	b.Cleanup(func() { svc.Close(); st.Close() })
 	return svc
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/orderly/orderly/apperr"
@@ -157,7 +158,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	default:
 		return InboxIgnored, nil
 	}
-	a, err := tx.GetAttempt(ctx, ev.Reference.Key)
+	a, err := tx.GetAttempt(ctx, attemptKeyOf(ev.Reference.Key))
 	if errors.Is(err, store.ErrNotFound) {
 		return InboxUnmatched, nil
 	}
@@ -251,4 +252,24 @@ func (s *Service) inboxTx(ctx context.Context, fn func(tx store.Executor) error)
 		return ops.OperatorTx(ctx, func(tx store.OperatorExecutor) error { return fn(tx) })
 	}
 	return s.store.InTx(ctx, fn)
+}
+
+// attemptKeyOf returns the attempt key a provider key belongs to: the
+// provider keys of a charge attempt "<order id>/pay/<version>" are its
+// prepare and confirm keys "<attempt>/prepare", "<attempt>/confirm" and
+// their lease-scoped forms "<attempt>/confirm/<keyhash8>.<token>"; those
+// of a refund "<order id>/refund" are it and "<attempt>/<keyhash8>.<token>".
+// A provider event (paysim's carries the request's key) is matched to the
+// attempt by it; any other key is returned unchanged.
+func attemptKeyOf(key string) string {
+	if i := strings.Index(key, "/pay/"); i >= 0 {
+		if j := strings.IndexByte(key[i+len("/pay/"):], '/'); j >= 0 {
+			return key[:i+len("/pay/")+j]
+		}
+		return key
+	}
+	if i := strings.Index(key, "/refund/"); i >= 0 {
+		return key[:i+len("/refund")]
+	}
+	return key
 }

@@ -62,6 +62,7 @@ type ProviderOp string
 const (
 	ProviderCharge         ProviderOp = "charge"
 	ProviderChargeLookup   ProviderOp = "charge_lookup"
+	ProviderPrepare        ProviderOp = "prepare"
 	ProviderRefund         ProviderOp = "refund"
 	ProviderShip           ProviderOp = "ship"
 	ProviderShipmentLookup ProviderOp = "shipment_lookup"

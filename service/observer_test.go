@@ -122,9 +122,10 @@ func TestObserverSeesTheProtocol(t *testing.T) {
 			"key waited pay":                     1,
 			"key lease_takeover pay":             2, // the retry of K, the completer's of L
 			"key fencing_rejection pay":          1,
-			"provider charge approved":           2, // the slow one, and the takeover's with the same provider key
-			"provider charge unknown":            1,
-			"provider charge_lookup approved":    1,
+			"provider prepare approved":          2, // K's intent, L's intent
+			"provider charge approved":           2, // the slow one, and the takeover's with the same confirm key
+			"provider charge unknown":            1, // L's lost answer
+			"provider charge_lookup approved":    2, // the takeover's read of K's intent, the completer's of L
 			"transition pay RCVD→PAID":           2,
 			"completer pass took over 1 ok=true": 1,
 		} {

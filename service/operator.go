@@ -432,24 +432,27 @@ func (p *Operations) ask(ctx context.Context, a store.Attempt, o order.Order) (P
 		}
 		return "", "", s.unavailable("warehouse", err)
 	case store.AttemptRefund:
-		ch, err := s.gateway.Lookup(ctx, chargeKey(o.ID, o.Version-1))
+		in, err := s.chargeIntent(ctx, o.ID, chargeKey(o.ID, o.Version-1))
 		switch {
-		case err == nil && ch.Status == payment.ChargeRefunded:
+		case err == nil && in.AmountReceived > 0 && in.AmountRefunded >= in.AmountReceived:
 			return ProviderSucceeded, "", nil
-		case err == nil, errors.Is(err, payment.ErrChargeNotFound):
+		case err == nil, errors.Is(err, payment.ErrNotFound):
 			return ProviderNotSucceeded, "", nil
 		}
 		return "", "", s.unavailable("payment provider", err)
 	}
-	ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
-	var decline *payment.DeclineError
+	in, err := s.chargeIntent(ctx, o.ID, a.ProviderKey)
 	switch {
-	case err == nil:
-		return ProviderSucceeded, ch.ID, nil
-	case errors.Is(err, payment.ErrChargeNotFound):
+	case err == nil && in.Status == payment.IntentSucceeded:
+		return ProviderSucceeded, in.ID, nil
+	case errors.Is(err, payment.ErrNotFound):
 		return ProviderNothing, "", nil
-	case errors.As(err, &decline):
+	case err == nil && (in.LastDecline != nil || in.Status == payment.IntentCanceled):
 		return ProviderNotSucceeded, "", nil
+	case err == nil && (in.Status == payment.IntentRequiresPaymentMethod || in.Status == payment.IntentRequiresConfirmation):
+		return ProviderNothing, "", nil
+	case err == nil:
+		return "", "", s.unavailable("payment provider", fmt.Errorf("intent %s is %s", in.ID, in.Status))
 	}
 	return "", "", s.unavailable("payment provider", err)
 }

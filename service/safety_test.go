@@ -227,7 +227,7 @@ func TestUnresolvedShipmentNeedsAttention(t *testing.T) {
 			t.Parallel()
 			clk, wh, ships := newClock(), simulator.NewWarehouse(), new(atomic.Int64)
 			env := testenv.New(t, kind, testenv.Options{Clock: clk})
-			svc := service.New(env.Store, simulator.NewGateway(), lostWarehouse{wh, ships}, service.Config{
+			svc := service.New(env.Store, simulator.NewIntentGateway(), lostWarehouse{wh, ships}, service.Config{
 				LeaseDuration: 10 * time.Second, UnresolvedAfter: time.Hour, Now: clk.Now})
 			ctx := context.Background()
 			res, err := svc.Create(ctx, "t1", idempotency.Key{}, input)
@@ -276,15 +276,15 @@ func (w flakyWarehouse) Ship(ctx context.Context, req fulfillment.ShipmentReques
 // heldRefunds holds every Refund until release is closed, after closing
 // entered: a cancel's refund in flight.
 type heldRefunds struct {
-	*simulator.Gateway
+	*simulator.IntentGateway
 	entered, release chan struct{}
 	once             sync.Once
 }
 
-func (g *heldRefunds) Refund(ctx context.Context, req payment.ChargeRefundRequest) (payment.ChargeRefund, error) {
+func (g *heldRefunds) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
 	g.once.Do(func() { close(g.entered) })
 	<-g.release
-	return g.Gateway.Refund(ctx, req)
+	return g.IntentGateway.Refund(ctx, req)
 }
 
 // TestShipmentRetryNeverOverlapsARefund reproduces the fulfil ‖ cancel race
@@ -298,7 +298,7 @@ func TestShipmentRetryNeverOverlapsARefund(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			clk, wh, ships := newClock(), simulator.NewWarehouse(), new(atomic.Int64)
-			gw := &heldRefunds{Gateway: simulator.NewGateway(), entered: make(chan struct{}), release: make(chan struct{})}
+			gw := &heldRefunds{IntentGateway: simulator.NewIntentGateway(), entered: make(chan struct{}), release: make(chan struct{})}
 			env := testenv.New(t, kind, testenv.Options{Clock: clk})
 			svc := service.New(env.Store, gw, flakyWarehouse{wh, ships}, service.Config{LeaseDuration: 10 * time.Second, Now: clk.Now})
 			ctx := context.Background()

@@ -61,7 +61,10 @@ const (
 	DefaultTombstoneTTL  = 30 * 24 * time.Hour
 	// DefaultUnresolvedAfter is half of the 24 h for which Stripe keeps an
 	// idempotency key: well inside any provider's retention.
-	DefaultUnresolvedAfter     = 12 * time.Hour
+	DefaultUnresolvedAfter = 12 * time.Hour
+	// DefaultProviderKeyMaxAge is below the 24 h for which Stripe keeps an
+	// idempotency key (docs.stripe.com/api/idempotent_requests).
+	DefaultProviderKeyMaxAge   = 23 * time.Hour
 	DefaultCompleterParallel   = 4
 	DefaultCompleterBackoff    = 5 * time.Second
 	DefaultCompleterMaxBackoff = 10 * time.Minute
@@ -101,6 +104,12 @@ type Config struct {
 	// so (default DefaultUnresolvedAfter, 12h). It must be shorter than the
 	// providers' key retention.
 	UnresolvedAfter time.Duration
+	// ProviderKeyMaxAge is the age (from Attempt.KeySentAt) past which a
+	// provider key is never sent again, because the provider may have
+	// pruned it and would start a new request under it: the attempt is
+	// resolved by reading the provider's object instead (default
+	// DefaultProviderKeyMaxAge, 23h, below Stripe's 24 h retention).
+	ProviderKeyMaxAge time.Duration
 	// CompleterParallel is how many abandoned keys one completer pass
 	// drives at once (default 4).
 	CompleterParallel int
@@ -133,7 +142,7 @@ type Config struct {
 // per-order state: every decision is made from what the store returns.
 type Service struct {
 	store     store.Store
-	gateway   payment.ChargeGateway
+	gateway   payment.Gateway
 	warehouse fulfillment.Warehouse
 	cfg       Config
 	creates   *groupCommit // nil when group commit is off
@@ -141,7 +150,7 @@ type Service struct {
 }
 
 // New returns a Service over st, charging through gw and shipping through wh.
-func New(st store.Store, gw payment.ChargeGateway, wh fulfillment.Warehouse, cfg Config) *Service {
+func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Config) *Service {
 	if cfg.KeyTTL <= 0 {
 		cfg.KeyTTL = idempotency.DefaultKeyTTL
 	}
@@ -156,6 +165,9 @@ func New(st store.Store, gw payment.ChargeGateway, wh fulfillment.Warehouse, cfg
 	}
 	if cfg.TombstoneTTL <= 0 {
 		cfg.TombstoneTTL = DefaultTombstoneTTL
+	}
+	if cfg.ProviderKeyMaxAge <= 0 {
+		cfg.ProviderKeyMaxAge = DefaultProviderKeyMaxAge
 	}
 	if cfg.UnresolvedAfter <= 0 {
 		cfg.UnresolvedAfter = DefaultUnresolvedAfter

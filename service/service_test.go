@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,51 +25,112 @@ import (
 // testenv, its store's database clock (leases are decided there).
 func newClock() *testclock.Clock { return testclock.New(testclock.Start) }
 
-// gateway wraps the simulator: it can hold the next charge until released
-// (a slow provider), or capture and then lose the reply (a dropped
-// connection: the outcome is unknown to the caller).
+// gateway wraps the in-process intent simulator: it can hold the next
+// confirm until released (a slow provider), or confirm and then lose the
+// reply (a dropped connection: the outcome is unknown to the caller).
 type gateway struct {
-	*simulator.Gateway
-	hold     chan struct{} // non-nil: the next Charge waits for it to close
-	entered  chan struct{} // closed when a held Charge has started
+	*simulator.IntentGateway
+	hold     chan struct{} // non-nil: the next Confirm waits for it to close
+	entered  chan struct{} // closed when a held Confirm has started
 	dropNext atomic.Bool
-	// lostBeforeProvider: every Charge times out before reaching the
+	// lostBeforeProvider: every Confirm times out before reaching the
 	// provider (an unknown outcome that nothing captured).
 	lostBeforeProvider atomic.Bool
-	// failAfterCapture: every Charge captures and then answers a
+	// failAfterCapture: every Confirm captures and then answers a
 	// retryable 5xx.
 	failAfterCapture atomic.Bool
-	// lookupDown: every Lookup fails (the outcome cannot be learned),
-	// but for the provider keys in lookupUp.
+	// lookupDown: every Retrieve and Find fails (the outcome cannot be
+	// learned), but for the attempts (reference keys) in lookupUp.
 	lookupDown atomic.Bool
 	lookupUp   sync.Map
+	calls      atomic.Int64 // Confirm calls
+	// saved500: every Confirm takes effect and answers a 500 that the
+	// provider saved under its key (replayed to every repeat of the key).
+	saved500 atomic.Bool
+	savedMu  sync.Mutex
+	saved    map[string]bool
+	// prepareLost: every Prepare times out before reaching the provider.
+	prepareLost atomic.Bool
+	prepares    sync.Map // Prepare idempotency key → times sent (*atomic.Int64)
+	// readDown: the next Retrieve fails too (set with a dropped answer,
+	// so the outcome stays unknown past the call).
+	readDown atomic.Bool
 }
 
-func (g *gateway) Lookup(ctx context.Context, key string) (payment.Charge, error) {
+func (g *gateway) down(key string) error {
 	if _, up := g.lookupUp.Load(key); g.lookupDown.Load() && !up {
-		return payment.Charge{}, &payment.ProviderError{Retryable: true, Err: errors.New("lookup unavailable")}
+		return &payment.ProviderError{Retryable: true, Err: errors.New("lookup unavailable")}
 	}
-	return g.Gateway.Lookup(ctx, key)
+	return nil
 }
 
-func (g *gateway) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
+func (g *gateway) Retrieve(ctx context.Context, id string) (payment.Intent, error) {
+	if g.readDown.CompareAndSwap(true, false) {
+		return payment.Intent{}, &payment.ProviderError{Retryable: true, Err: errors.New("read unavailable")}
+	}
+	in, err := g.IntentGateway.Retrieve(ctx, id)
+	if derr := g.down(in.Reference.Key); derr != nil {
+		return payment.Intent{}, derr
+	}
+	return in, err
+}
+
+func (g *gateway) Find(ctx context.Context, ref payment.Reference) (payment.Intent, error) {
+	if err := g.down(ref.Key); err != nil {
+		return payment.Intent{}, err
+	}
+	return g.IntentGateway.Find(ctx, ref)
+}
+
+// Calls returns how many confirms the service sent.
+func (g *gateway) Calls() int { return int(g.calls.Load()) }
+
+func (g *gateway) Prepare(ctx context.Context, req payment.PrepareRequest) (payment.Intent, error) {
+	n, _ := g.prepares.LoadOrStore(req.IdempotencyKey, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+	if g.prepareLost.Load() {
+		return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	}
+	return g.IntentGateway.Prepare(ctx, req)
+}
+
+func (g *gateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
+	g.calls.Add(1)
+	g.savedMu.Lock()
+	replay := g.saved[req.IdempotencyKey]
+	if g.saved500.Load() {
+		if g.saved == nil {
+			g.saved = map[string]bool{}
+		}
+		g.saved[req.IdempotencyKey] = true
+	}
+	g.savedMu.Unlock()
+	if replay {
+		return payment.Intent{}, &payment.ProviderError{Err: fmt.Errorf("%w: 500 (replayed)", payment.ErrUnknownOutcome)}
+	}
+	if g.saved500.Load() {
+		if _, err := g.IntentGateway.Confirm(ctx, req); err != nil {
+			return payment.Intent{}, err
+		}
+		return payment.Intent{}, &payment.ProviderError{Err: fmt.Errorf("%w: 500 after the payment", payment.ErrUnknownOutcome)}
+	}
 	if h := g.hold; h != nil {
 		g.hold = nil
 		close(g.entered)
 		<-h
 	}
 	if g.lostBeforeProvider.Load() {
-		return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+		return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
 	}
-	ch, err := g.Gateway.Charge(ctx, req)
+	in, err := g.IntentGateway.Confirm(ctx, req)
 	if err == nil && g.failAfterCapture.Load() {
-		return payment.Charge{}, &payment.ProviderError{Retryable: true, Err: errors.New("502 after capture")}
+		return payment.Intent{}, &payment.ProviderError{Retryable: true, Err: errors.New("502 after capture")}
 	}
 	if g.dropNext.CompareAndSwap(true, false) {
 		// The provider decided (captured or declined); the answer is lost.
-		return payment.Charge{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+		return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
 	}
-	return ch, err
+	return in, err
 }
 
 type fixture struct {
@@ -91,7 +153,7 @@ func newFixtureWith(t *testing.T, kind string, configure func(*service.Config)) 
 	t.Helper()
 	clk := newClock()
 	env := testenv.New(t, kind, testenv.Options{Clock: clk})
-	f := &fixture{st: env.Store, gw: &gateway{Gateway: simulator.NewGateway()}, clk: clk}
+	f := &fixture{st: env.Store, gw: &gateway{IntentGateway: simulator.NewIntentGateway()}, clk: clk}
 	cfg := service.Config{
 		KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
 		LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second,
@@ -273,8 +335,14 @@ func TestCompleterFinishesAbandonedRequests(t *testing.T) {
 			PaymentMethod: testmode.MethodApproved, CreatedAt: now, UpdatedAt: now}, dead.Version); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.gw.Gateway.Charge(ctx, payment.ChargeRequest{IdempotencyKey: pk, OrderID: dead.ID,
-			Amount: 1500, Currency: "EUR", PaymentMethod: testmode.MethodApproved}); err != nil {
+		ref := payment.Reference{OrderID: dead.ID, Key: pk}
+		in, err := f.gw.IntentGateway.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: pk + "/prepare", Reference: ref,
+			Amount: 1500, Currency: "EUR"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.gw.IntentGateway.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: pk + "/confirm", IntentID: in.ID,
+			PaymentMethod: testmode.MethodApproved, Reference: ref}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -437,9 +505,9 @@ func TestResumedKeyKeepsItsOwnAttempt(t *testing.T) {
 			t.Fatalf("charge calls %d→%d, captures %d; want exactly one new call and one capture",
 				callsBefore, f.gw.Calls(), f.gw.Captures(o.ID))
 		}
-		for _, ch := range f.gw.Charges() {
-			if ch.OrderID == o.ID && ch.IdempotencyKey != o.ID+"/pay/2" {
-				t.Fatalf("captured %s, want only the second version's charge", ch.IdempotencyKey)
+		for _, in := range f.gw.Intents() {
+			if in.Reference.OrderID == o.ID && in.AmountReceived > 0 && in.Reference.Key != o.ID+"/pay/2" {
+				t.Fatalf("captured %s, want only the second version's charge", in.Reference.Key)
 			}
 		}
 	})
@@ -455,7 +523,7 @@ func TestRefundRefusedForGoodIsFinal(t *testing.T) {
 		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("P")}, payIn); err != nil {
 			t.Fatal(err)
 		}
-		other := service.New(f.st, simulator.NewGateway(), simulator.NewWarehouse(), service.Config{
+		other := service.New(f.st, simulator.NewIntentGateway(), simulator.NewWarehouse(), service.Config{
 			Now: f.clk.Now, LeaseDuration: 10 * time.Second,
 		})
 		for i, want := range []bool{false, true} {

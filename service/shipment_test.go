@@ -87,7 +87,7 @@ func paidOrder(t *testing.T, kind string, wh fulfillment.Warehouse) (*service.Se
 	t.Helper()
 	clk := newClock()
 	env := testenv.New(t, kind, testenv.Options{Clock: clk})
-	svc := service.New(env.Store, simulator.NewGateway(), wh, service.Config{LeaseDuration: 10 * time.Second, Now: clk.Now})
+	svc := service.New(env.Store, simulator.NewIntentGateway(), wh, service.Config{LeaseDuration: 10 * time.Second, Now: clk.Now})
 	ctx := context.Background()
 	res, err := svc.Create(ctx, "t1", idempotency.Key{}, input)
 	if err != nil {

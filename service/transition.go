@@ -65,7 +65,7 @@ func (s *Service) Cancel(ctx context.Context, c Call) (Result, error) {
 type effect struct {
 	intent  func(orderID string, now time.Time) store.Intent
 	attempt func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt
-	call    func(ctx context.Context, a store.Attempt, o order.Order) callResult
+	call    func(ctx context.Context, rec idempotency.Record, a store.Attempt, o order.Order) callResult
 	// sent reports whether attempt a carries this request's own details
 	// (nil: every attempt of the event does, as a fulfilment or refund of
 	// the order is one call whoever asks). A retryably failed attempt may
@@ -306,7 +306,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 		}
 		r := s.settled(stored)
 		if r.class == 0 {
-			r = eff.call(ctx, stored, o)
+			r = eff.call(ctx, rec, stored, o)
 			if stored.Status == store.AttemptUnknown && r.class == retryable {
 				// Asking failed too (the lookup timed out, the provider is
 				// down): the earlier call may still have taken effect, so
@@ -481,7 +481,13 @@ func (s *Service) lost(err error) (Result, error) {
 	return Result{}, err
 }
 
-// payEffect charges o at its current version with method.
+// payEffect charges o at its current version with method, in three phases
+// on the provider's object (issue 15): Prepare the intent under
+// "<attempt key>/prepare" (moves no money), record its id in the attempt
+// fenced by the lease, Confirm under "<attempt key>/confirm". An unknown
+// outcome is resolved by reading the intent (Retrieve by the recorded id,
+// or Find by its Reference when Prepare's answer was lost), never by
+// looking a request up by its key.
 func (s *Service) payEffect(method string, amount *int64, currency string) effect {
 	return effect{
 		intent: func(id string, now time.Time) store.Intent {
@@ -493,51 +499,244 @@ func (s *Service) payEffect(method string, amount *int64, currency string) effec
 				Kind: store.AttemptCharge, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				PaymentMethod: method, CreatedAt: now, UpdatedAt: now}
 		},
-		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
-			if a.Status == store.AttemptUnknown || s.unresolved(a) {
-				// Never charge blindly again: ask first.
-				notFound := false
-				r := s.provider(ctx, ProviderChargeLookup, func(ctx context.Context) callResult {
-					ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
-					if notFound = errors.Is(err, payment.ErrChargeNotFound); notFound {
-						return callResult{class: rejected}
-					}
-					return s.classifyCharge(ch, err)
-				})
-				if !notFound {
-					return r
-				}
-				if s.unresolved(a) {
-					return callResult{class: attention, err: needsAttention(a)}
-				}
-			}
-			return s.provider(ctx, ProviderCharge, func(ctx context.Context) callResult {
-				ch, err := s.gateway.Charge(ctx, payment.ChargeRequest{IdempotencyKey: a.ProviderKey, OrderID: a.OrderID,
-					Amount: a.Amount, Currency: a.Currency, PaymentMethod: a.PaymentMethod})
-				return s.classifyCharge(ch, err)
-			})
+		call: func(ctx context.Context, rec idempotency.Record, a store.Attempt, o order.Order) callResult {
+			return s.charge(ctx, rec, a)
 		},
 		sent: func(a store.Attempt) bool { return a.PaymentMethod == method },
 	}
 }
 
-func (s *Service) classifyCharge(ch payment.Charge, err error) callResult {
-	var decline *payment.DeclineError
+// charge runs the charge attempt a under the lease of rec (see payEffect).
+func (s *Service) charge(ctx context.Context, rec idempotency.Record, a store.Attempt) callResult {
+	lease := store.LeaseOf(rec)
+	ref := payment.Reference{OrderID: a.OrderID, Key: a.ProviderKey}
+	// asked: this attempt may have been sent before (an unknown outcome,
+	// another holder, an earlier retryable failure): read before acting.
+	asked := a.Status == store.AttemptUnknown || !a.KeySentAt.IsZero() || a.IntentID != ""
+	stale := s.keyTooOld(a)
+	intentID := a.IntentID
+	prepareKey := a.ProviderKey + "/prepare"
+	if intentID == "" && asked {
+		var in payment.Intent
+		r := s.provider(ctx, ProviderChargeLookup, func(ctx context.Context) callResult {
+			var err error
+			in, err = s.gateway.Find(ctx, ref)
+			switch {
+			case err == nil:
+				return callResult{class: succeeded}
+			case errors.Is(err, payment.ErrNotFound):
+				return callResult{class: rejected}
+			}
+			// A lagging index (retryable) or a failed read: still unknown.
+			return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
+		})
+		switch r.class {
+		case succeeded:
+			intentID = in.ID
+			if _, err := s.store.RecordAttemptProgress(ctx, lease, store.AttemptProgress{ProviderKey: a.ProviderKey, IntentID: in.ID}); errors.Is(err, store.ErrIntentConflict) {
+				if stored, gerr := s.store.GetAttempt(ctx, a.ProviderKey); gerr == nil && stored.IntentID != "" {
+					intentID = stored.IntentID
+				}
+			} else if err != nil {
+				return callResult{class: unknown, err: s.unknownAfter("store", err)}
+			}
+		case rejected:
+			// Nothing was prepared, so nothing moved. A saved 5xx may sit
+			// under the old key: prepare under one scoped to this lease.
+			if s.unresolved(a) {
+				return callResult{class: attention, err: needsAttention(a)}
+			}
+			prepareKey = fmt.Sprintf("%s/prepare/%s.%d", a.ProviderKey, keyHash8(rec), lease.Token)
+			stale = false
+		default:
+			return r
+		}
+	}
+	if intentID == "" {
+		if stale {
+			return callResult{class: attention, err: needsAttention(a)}
+		}
+		if a.KeySentAt.IsZero() {
+			if _, err := s.store.RecordAttemptProgress(ctx, lease, store.AttemptProgress{ProviderKey: a.ProviderKey, SentAt: s.cfg.Now()}); err != nil {
+				return callResult{class: retryable, err: s.unavailable("store", err)}
+			}
+		}
+		var in payment.Intent
+		r := s.provider(ctx, ProviderPrepare, func(ctx context.Context) callResult {
+			var err error
+			in, err = s.gateway.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: prepareKey, Reference: ref,
+				Amount: a.Amount, Currency: a.Currency})
+			if err != nil {
+				return s.classifyIntent(payment.Intent{}, err)
+			}
+			return callResult{class: succeeded}
+		})
+		if r.class != succeeded {
+			if r.class == declined {
+				r = callResult{class: retryable, err: s.unavailable("payment provider", errors.New("prepare declined"))}
+			}
+			return r
+		}
+		// Recorded before any money can move, fenced by the lease: a
+		// holder whose lease was taken over never confirms.
+		_, err := s.store.RecordAttemptProgress(ctx, lease, store.AttemptProgress{ProviderKey: a.ProviderKey, IntentID: in.ID})
+		switch {
+		case errors.Is(err, store.ErrIntentConflict):
+			// Another holder of this attempt prepared (under its own
+			// key) and recorded its intent first: that one is the
+			// attempt's; this one moved nothing and is let go.
+			stored, gerr := s.store.GetAttempt(ctx, a.ProviderKey)
+			if gerr != nil || stored.IntentID == "" {
+				return callResult{class: retryable, err: s.unavailable("store", err)}
+			}
+			if _, cerr := s.gateway.Cancel(ctx, payment.CancelRequest{IdempotencyKey: prepareKey + "/cancel", IntentID: in.ID}); cerr != nil {
+				s.cfg.Logger.Warn("could not cancel a spare intent (it moved no money)", "intent_id", in.ID, "err", cerr)
+			}
+			intentID = stored.IntentID
+		case err != nil:
+			return callResult{class: retryable, err: s.unavailable("store", err)}
+		case in.Status == payment.IntentSucceeded || in.Status == payment.IntentCanceled:
+			return s.classifyIntent(in, nil)
+		case prepareKey == a.ProviderKey+"/prepare":
+			return s.confirm(ctx, a, in.ID, a.ProviderKey+"/confirm", ref)
+		default:
+			intentID = in.ID
+		}
+	}
+	// The intent is known: its state is the truth.
+	in, r := s.retrieve(ctx, intentID)
+	if r.class != 0 {
+		return r
+	}
+	if in.Status != payment.IntentRequiresPaymentMethod && in.Status != payment.IntentRequiresConfirmation {
+		return s.classifyIntent(in, nil)
+	}
+	if in.LastDecline != nil {
+		return s.classifyIntent(payment.Intent{}, in.LastDecline)
+	}
+	if s.unresolved(a) {
+		// Nothing moved, but the customer asked long ago: never charge
+		// an attempt that stayed unknown that long (Config.UnresolvedAfter).
+		return callResult{class: attention, err: needsAttention(a)}
+	}
+	// Nothing moved. The confirm's own key first, unless it is too old to
+	// resend: a retryable answer or a lost one saved nothing, or saved the
+	// answer that is now replayed. A provider that saved a 5xx under it
+	// (Stripe) replays that 5xx; the intent, read again, still shows nothing
+	// moved, and the confirm goes under a key of this lease (the intent
+	// succeeds at most once, whatever the key).
+	if !s.keyTooOld(a) {
+		r, nothing := s.confirmOnce(ctx, a, intentID, a.ProviderKey+"/confirm", ref)
+		if !nothing {
+			return r
+		}
+	}
+	r, _ = s.confirmOnce(ctx, a, intentID, fmt.Sprintf("%s/confirm/%s.%d", a.ProviderKey, keyHash8(rec), lease.Token), ref)
+	return r
+}
+
+// confirm confirms intent id under key and classifies the answer, the
+// first confirm of an attempt: an unknown answer (a lost or 5xx answer, an
+// unexpected state) is left unknown, for the retry or the completer to
+// resolve by reading the intent (Retrieve).
+func (s *Service) confirm(ctx context.Context, a store.Attempt, id, key string, ref payment.Reference) callResult {
+	return s.provider(ctx, ProviderCharge, func(ctx context.Context) callResult {
+		in, err := s.gateway.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: key, IntentID: id,
+			PaymentMethod: a.PaymentMethod, Reference: ref})
+		return s.classifyIntent(in, err)
+	})
+}
+
+// confirmOnce is confirm; nothing reports that the answer was unknown (or
+// the key was reused with other details) and the intent, read
+// afterwards, shows that nothing moved and no decline.
+func (s *Service) confirmOnce(ctx context.Context, a store.Attempt, id, key string, ref payment.Reference) (callResult, bool) {
+	r := s.provider(ctx, ProviderCharge, func(ctx context.Context) callResult {
+		in, err := s.gateway.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: key, IntentID: id,
+			PaymentMethod: a.PaymentMethod, Reference: ref})
+		return s.classifyIntent(in, err)
+	})
+	if r.class != unknown && r.class != contended {
+		return r, false
+	}
+	in, rr := s.retrieve(ctx, id)
 	switch {
+	case rr.class != 0:
+		return r, false
+	case in.Status == payment.IntentSucceeded, in.Status == payment.IntentCanceled:
+		return s.classifyIntent(in, nil), false
+	case in.LastDecline != nil && in.Status == payment.IntentRequiresPaymentMethod:
+		return s.classifyIntent(payment.Intent{}, in.LastDecline), false
+	}
+	nothing := in.Status == payment.IntentRequiresPaymentMethod || in.Status == payment.IntentRequiresConfirmation
+	return r, nothing
+}
+
+// retrieve reads intent id; a zero class means it was read.
+func (s *Service) retrieve(ctx context.Context, id string) (payment.Intent, callResult) {
+	var in payment.Intent
+	r := s.provider(ctx, ProviderChargeLookup, func(ctx context.Context) callResult {
+		var err error
+		if in, err = s.gateway.Retrieve(ctx, id); err != nil {
+			return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
+		}
+		return callResult{class: succeeded}
+	})
+	if r.class == succeeded {
+		r = callResult{}
+	}
+	return in, r
+}
+
+// classifyIntent sorts a Confirm's (or a read's) answer: a succeeded intent
+// is a success; a decline final; an intent still processing or waiting for
+// the customer is unknown (a provider event or the completer settles it);
+// a canceled one is rejected.
+func (s *Service) classifyIntent(in payment.Intent, err error) callResult {
+	var decline *payment.DeclineError
+	var pe *payment.ProviderError
+	switch {
+	case err == nil && in.Status == payment.IntentSucceeded:
+		return callResult{class: succeeded, ref: in.ID}
+	case err == nil && in.Status == payment.IntentCanceled:
+		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: canceled")}
+	case err == nil && in.LastDecline != nil:
+		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: %s", in.LastDecline.Code)}
 	case err == nil:
-		return callResult{class: succeeded, ref: ch.ID}
+		return callResult{class: unknown, err: unknownErr("payment provider")}
 	case errors.As(err, &decline):
 		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: %s", decline.Code)}
 	case errors.Is(err, payment.ErrIdempotencyKeyReused):
 		return callResult{class: contended, err: apperr.Errorf(apperr.EOrderBusy,
 			"another payment of this order, with other details, is in progress; retry")}
-	case payment.IsUnknownOutcome(err):
+	case payment.IsUnknownOutcome(err), errors.As(err, &pe) && pe.Code == "payment_intent_unexpected_state":
 		return callResult{class: unknown, err: unknownErr("payment provider")}
 	default:
 		// Retryable, or a refusal that is not a decline (an invalid
-		// request): the provider acted on nothing, so nothing is stored.
+		// request): the provider acted on nothing.
 		return callResult{class: retryable, err: s.unavailable("payment provider", err)}
 	}
+}
+
+// keyTooOld reports whether attempt a's provider key was first sent longer
+// than Config.ProviderKeyMaxAge ago: the provider may have pruned it, and
+// the same key would then start a new request, so it is never resent.
+func (s *Service) keyTooOld(a store.Attempt) bool {
+	return !a.KeySentAt.IsZero() && s.cfg.Now().Sub(a.KeySentAt) > s.cfg.ProviderKeyMaxAge
+}
+
+// keyHash8 is the first 8 characters of rec's key hash: with the fencing
+// token it scopes a derived provider key to one holder of one client key.
+func keyHash8(rec idempotency.Record) string {
+	if len(rec.KeyHash) < 8 {
+		return rec.KeyHash
+	}
+	return rec.KeyHash[:8]
+}
+
+func (s *Service) unknownAfter(who string, err error) *apperr.Error {
+	s.cfg.Logger.Warn("provider read failed", "provider", who, "err", err)
+	return unknownErr("payment provider")
 }
 
 // shipEffect ships o's items with the order's provider key.
@@ -551,7 +750,7 @@ func (s *Service) shipEffect() effect {
 				Kind: store.AttemptShipment, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				CreatedAt: now, UpdatedAt: now}
 		},
-		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
+		call: func(ctx context.Context, rec idempotency.Record, a store.Attempt, o order.Order) callResult {
 			ref := shipmentRef(a)
 			if a.Status == store.AttemptUnknown || s.unresolved(a) {
 				// Never ship blindly again: find the shipment by the
@@ -609,7 +808,8 @@ func (s *Service) classifyShipment(sh fulfillment.Shipment, err error) callResul
 }
 
 // refundEffect refunds a PAID order's charge before it is cancelled; a
-// cancel from RCVD calls no provider.
+// cancel from RCVD calls no provider unless a charge of its version may
+// have captured.
 func (s *Service) refundEffect() effect {
 	return effect{
 		intent: func(id string, now time.Time) store.Intent {
@@ -623,54 +823,114 @@ func (s *Service) refundEffect() effect {
 				Kind: store.AttemptRefund, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				CreatedAt: now, UpdatedAt: now}
 		},
-		call: func(ctx context.Context, a store.Attempt, o order.Order) callResult {
+		call: func(ctx context.Context, rec idempotency.Record, a store.Attempt, o order.Order) callResult {
 			// A PAID order at version v was paid by the charge of version
 			// v-1; a RCVD one may have been charged at its own version by
 			// a charge whose attempt failed after capture (see
-			// uncertainChargeRefund): ask before refunding it.
-			charge := chargeKey(o.ID, o.Version-1)
+			// uncertainChargeRefund): read its intent before refunding.
+			version := o.Version - 1
 			if o.State == order.Received {
-				charge = chargeKey(o.ID, o.Version)
-				ch, err := s.gateway.Lookup(ctx, charge)
-				switch {
-				case errors.Is(err, payment.ErrChargeNotFound), err == nil && ch.Status == payment.ChargeRefunded:
-					return callResult{class: succeeded} // nothing captured is left to refund
-				case payment.IsUnknownOutcome(err):
-					return callResult{class: unknown, err: unknownErr("payment provider")}
-				case err != nil:
-					return callResult{class: retryable, err: s.unavailable("payment provider", err)}
-				}
+				version = o.Version
 			}
-			if s.unresolved(a) {
-				// The refund's key may be forgotten: only the charge can
-				// say whether the refund happened.
-				ch, err := s.gateway.Lookup(ctx, charge)
-				switch {
-				case err == nil && ch.Status == payment.ChargeRefunded:
-					return callResult{class: succeeded}
-				case errors.Is(err, payment.ErrChargeNotFound):
-					return callResult{class: rejected, err: refundRejected()}
-				case err != nil:
-					return callResult{class: retryable, err: s.unavailable("payment provider", err)}
-				}
-				return callResult{class: attention, err: needsAttention(a)}
-			}
-			return s.provider(ctx, ProviderRefund, func(ctx context.Context) callResult {
-				rf, err := s.gateway.Refund(ctx, payment.ChargeRefundRequest{IdempotencyKey: a.ProviderKey,
-					ChargeKey: charge, Amount: o.Amount})
-				switch {
-				case err == nil:
-					return callResult{class: succeeded, ref: rf.ID}
-				case errors.Is(err, payment.ErrChargeNotFound):
-					return callResult{class: rejected, err: refundRejected()}
-				case payment.IsUnknownOutcome(err):
-					return callResult{class: unknown, err: unknownErr("payment provider")}
-				default:
-					return callResult{class: retryable, err: s.unavailable("payment provider", err)}
-				}
-			})
+			return s.refund(ctx, rec, a, chargeKey(o.ID, version), o.State != order.Received)
 		},
 	}
+}
+
+// chargeIntent reads the intent of the charge attempt whose provider key is
+// key of order orderID: by the id its attempt recorded, else by its
+// Reference. An error wrapping payment.ErrNotFound means no intent exists.
+func (s *Service) chargeIntent(ctx context.Context, orderID, key string) (payment.Intent, error) {
+	id := ""
+	if ca, err := s.store.GetAttempt(ctx, key); err == nil {
+		id = ca.IntentID
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return payment.Intent{}, err
+	}
+	if id != "" {
+		return s.gateway.Retrieve(ctx, id)
+	}
+	return s.gateway.Find(ctx, payment.Reference{OrderID: orderID, Key: key})
+}
+
+// refund refunds what the charge chargeKey received, for refund attempt a
+// (provider key refundKey(order)), under the lease of rec. paid says the
+// order is PAID, so a charge must exist (its absence is a rejection);
+// otherwise nothing received is nothing to refund. An unknown outcome is
+// resolved by FindRefund and by the intent's AmountRefunded, never by
+// resending a key the provider may have saved a 5xx under.
+func (s *Service) refund(ctx context.Context, rec idempotency.Record, a store.Attempt, chargeKey string, paid bool) callResult {
+	var in payment.Intent
+	r := s.provider(ctx, ProviderChargeLookup, func(ctx context.Context) callResult {
+		var err error
+		in, err = s.chargeIntent(ctx, a.OrderID, chargeKey)
+		switch {
+		case err == nil:
+			return callResult{class: succeeded}
+		case errors.Is(err, payment.ErrNotFound):
+			return callResult{class: rejected}
+		case payment.IsRetryable(err):
+			return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+		}
+		return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
+	})
+	switch {
+	case r.class == rejected && paid:
+		return callResult{class: rejected, err: refundRejected()}
+	case r.class == rejected:
+		return callResult{class: succeeded} // nothing captured is left to refund
+	case r.class != succeeded:
+		return r
+	case in.AmountReceived == 0 && !paid:
+		return callResult{class: succeeded}
+	case in.AmountReceived == 0:
+		return callResult{class: rejected, err: refundRejected()}
+	case in.AmountRefunded >= in.AmountReceived:
+		return callResult{class: succeeded}
+	}
+	ref := payment.Reference{OrderID: a.OrderID, Key: a.ProviderKey}
+	lease := store.LeaseOf(rec)
+	key := a.ProviderKey
+	if a.Status == store.AttemptUnknown || !a.KeySentAt.IsZero() {
+		if rf, err := s.gateway.FindRefund(ctx, in.ID, ref); err == nil {
+			return callResult{class: succeeded, ref: rf.ID}
+		} else if !errors.Is(err, payment.ErrNotFound) {
+			return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
+		}
+		// Nothing refunded under the reference: refund under a key of
+		// this lease (a saved 5xx may sit under the old one; the intent
+		// never refunds more than it received).
+		key = fmt.Sprintf("%s/%s.%d", a.ProviderKey, keyHash8(rec), lease.Token)
+	} else if rec.KeyHash != "" {
+		if _, err := s.store.RecordAttemptProgress(ctx, lease, store.AttemptProgress{ProviderKey: a.ProviderKey, SentAt: s.cfg.Now()}); err != nil {
+			return callResult{class: retryable, err: s.unavailable("store", err)}
+		}
+	}
+	amount := in.AmountReceived - in.AmountRefunded
+	return s.provider(ctx, ProviderRefund, func(ctx context.Context) callResult {
+		rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: key, IntentID: in.ID, Amount: amount, Reference: ref})
+		switch {
+		case err == nil:
+			return callResult{class: succeeded, ref: rf.ID}
+		case errors.Is(err, payment.ErrNotFound):
+			return callResult{class: rejected, err: refundRejected()}
+		case payment.IsUnknownOutcome(err):
+			if rf, ferr := s.gateway.FindRefund(ctx, in.ID, ref); ferr == nil {
+				return callResult{class: succeeded, ref: rf.ID}
+			}
+			return callResult{class: unknown, err: unknownErr("payment provider")}
+		case errors.Is(err, payment.ErrIdempotencyKeyReused):
+			return callResult{class: unknown, err: unknownErr("payment provider")}
+		default:
+			if now, rerr := s.gateway.Retrieve(ctx, in.ID); rerr == nil && now.AmountRefunded >= now.AmountReceived {
+				return callResult{class: succeeded}
+			}
+			if payment.IsRetryable(err) {
+				return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+			}
+			return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
+		}
+	})
 }
 
 // refundOrphanedCharge refunds the charge a pay may have captured for an
@@ -685,12 +945,13 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 }
 
 // refundCapturedCharge makes sure no charge of order o at version stays
-// captured: a charge that succeeded is refunded, and one whose attempt
-// failed, is open or unknown is asked about first — a provider may capture
-// and still answer 5xx — and refunded if it captured. A declined or
-// rejected charge captured nothing. It is for an order already CANCELLED,
-// which no pay can move on. The refund's provider key is the order's, so it
-// happens once however often this runs.
+// captured: its intent is read (by the id its attempt recorded, else by
+// its Reference) and what it received and has not refunded is refunded.
+// A declined or rejected charge captured nothing. It is for an order
+// already CANCELLED, which no pay can move on. The refund carries the
+// order's refund key and Reference, so it happens once however often this
+// runs (FindRefund finds an earlier one; the intent never refunds more
+// than it received).
 func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, version int64) error {
 	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, version))
 	switch {
@@ -700,40 +961,23 @@ func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, versi
 		return err
 	case a.Status == store.AttemptDeclined || a.Status == store.AttemptRejected:
 		return nil // nothing was captured
-	case a.Status != store.AttemptSucceeded:
-		ch, err := s.gateway.Lookup(ctx, a.ProviderKey)
-		switch {
-		case errors.Is(err, payment.ErrChargeNotFound):
-			return nil // the provider never captured it
-		case err != nil:
-			return s.unavailable("payment provider", err)
-		case ch.Status == payment.ChargeRefunded:
-			return nil
+	}
+	ra := store.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID, Kind: store.AttemptRefund,
+		Status: store.AttemptUnknown, Amount: a.Amount, Currency: a.Currency}
+	r := s.refund(ctx, idempotency.Record{}, ra, a.ProviderKey, false)
+	switch r.class {
+	case succeeded:
+		if r.ref != "" {
+			s.cfg.Logger.Info("refunded a charge of an order being cancelled", "order_id", o.ID, "provider_key", a.ProviderKey)
 		}
-	}
-	pctx, end := s.obs.StartProviderCall(ctx, ProviderRefund)
-	_, err = s.gateway.Refund(pctx, payment.ChargeRefundRequest{
-		IdempotencyKey: refundKey(o.ID), ChargeKey: a.ProviderKey, Amount: a.Amount,
-	})
-	switch {
-	case err == nil:
-		end(OutcomeApproved)
-	case errors.Is(err, payment.ErrChargeNotFound):
-		end(OutcomeRejected)
-	case payment.IsUnknownOutcome(err):
-		end(OutcomeUnknown)
-	default:
-		end(OutcomeRetryable)
-	}
-	switch {
-	case err == nil:
-		s.cfg.Logger.Info("refunded a charge of an order being cancelled", "order_id", o.ID, "provider_key", a.ProviderKey)
 		return nil
-	case errors.Is(err, payment.ErrChargeNotFound):
+	case rejected:
 		return nil
-	default:
-		return s.unavailable("payment provider", err)
 	}
+	if r.err != nil {
+		return r.err
+	}
+	return s.unavailable("payment provider", errors.New("refund outcome unknown"))
 }
 
 // uncertainChargeRefund returns the refund attempt a cancel of o, in RCVD,

@@ -34,7 +34,7 @@ func productionHandler(t *testing.T, logs io.Writer) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc := service.New(st, simulator.NewGateway(), simulator.NewWarehouse(), service.Config{Logger: tel.log})
+	svc := service.New(st, simulator.NewIntentGateway(), simulator.NewWarehouse(), service.Config{Logger: tel.log})
 	t.Cleanup(svc.Close)
 	ts := httptest.NewServer(apiHandler(svc, api.Config{APIKeys: c.APIKeys, Logger: tel.log, MaxInFlight: c.MaxInFlight}, tel))
 	t.Cleanup(ts.Close)

@@ -108,7 +108,9 @@ type Config struct {
 	CompleterInterval time.Duration
 	SweepInterval     time.Duration
 	// UnresolvedAfter and CompleterParallel: service.Config's.
-	UnresolvedAfter   time.Duration
+	UnresolvedAfter time.Duration
+	// ProviderKeyMaxAge: service.Config's.
+	ProviderKeyMaxAge time.Duration
 	CompleterParallel int
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
 	GroupCommit bool
@@ -231,6 +233,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs.DurationVar(&c.MaxWait, "max-wait", service.DefaultMaxWait, "cap on Prefer: wait for a concurrent duplicate")
 	fs.DurationVar(&c.TombstoneTTL, "idempotency-tombstone-ttl", service.DefaultTombstoneTTL, "how long an expired key's tombstone is kept")
 	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
+	fs.DurationVar(&c.ProviderKeyMaxAge, "provider-key-max-age", service.DefaultProviderKeyMaxAge, "age past which a provider idempotency key is never sent again (the attempt is resolved by reading the provider's object); keep it below the provider's key retention (Stripe: 24h)")
 	fs.DurationVar(&c.UnresolvedAfter, "unresolved-after", service.DefaultUnresolvedAfter, "age past which a provider call whose outcome is still unknown is never retried but parked as needs_attention; keep it below the provider's key retention (Stripe: 24h)")
 	fs.IntVar(&c.CompleterParallel, "completer-parallel", service.DefaultCompleterParallel, "abandoned requests one completer pass drives at once")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
@@ -280,6 +283,9 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	}
 	if c.KeyTTL < time.Second || c.DerivedKeyTTL < time.Second || c.TombstoneTTL < time.Second {
 		return c, errors.New("-idempotency-key-ttl, -idempotency-derived-ttl and -idempotency-tombstone-ttl must each be at least 1s")
+	}
+	if c.ProviderKeyMaxAge <= c.LeaseDuration {
+		return c, errors.New("-provider-key-max-age (ORDERD_PROVIDER_KEY_MAX_AGE) must exceed -lease")
 	}
 	if c.UnresolvedAfter <= c.LeaseDuration || c.CompleterParallel < 1 {
 		return c, errors.New("-unresolved-after (ORDERD_UNRESOLVED_AFTER) must exceed -lease, and -completer-parallel (ORDERD_COMPLETER_PARALLEL) be at least 1")
@@ -701,7 +707,7 @@ func build(ctx context.Context, c Config, tel *telemetry) (_ *app, err error) {
 	svc := service.New(st, gw, wh, service.Config{
 		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
 		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
-		GroupCommit: c.GroupCommit, UnresolvedAfter: c.UnresolvedAfter, CompleterParallel: c.CompleterParallel,
+		GroupCommit: c.GroupCommit, UnresolvedAfter: c.UnresolvedAfter, ProviderKeyMaxAge: c.ProviderKeyMaxAge, CompleterParallel: c.CompleterParallel,
 		Observer: observe.NewObserver(tel.metrics, tel.tp),
 	})
 	a := &app{st: st, svc: svc, workers: startBackground(ctx)}
@@ -808,8 +814,11 @@ func (c Config) logDevelopmentMode(log *slog.Logger) {
 
 // providers returns the payment gateway and warehouse: HTTP clients of the
 // configured provider, or the built-in simulators.
-func providers(c Config, tel *telemetry) (payment.ChargeGateway, fulfillment.Warehouse, error) {
-	var gw payment.ChargeGateway = simulator.NewGateway()
+// The payment gateway is a payment.Gateway on provider objects: the
+// built-in simulator.IntentGateway, paysim's intents (paysimclient.Intents),
+// or Stripe's PaymentIntents (stripepay).
+func providers(c Config, tel *telemetry) (payment.Gateway, fulfillment.Warehouse, error) {
+	var gw payment.Gateway = simulator.NewIntentGateway()
 	var wh fulfillment.Warehouse = simulator.NewWarehouse()
 	hc := paysimclient.WithHTTPClient(observe.ProviderClient(tel.tp))
 	switch {
@@ -820,7 +829,7 @@ func providers(c Config, tel *telemetry) (payment.ChargeGateway, fulfillment.War
 		}
 		gw = g
 	case c.PaymentURL != "":
-		g, err := paysimclient.NewGateway(c.PaymentURL, paysimclient.WithTimeout(c.ProviderTimeout), hc)
+		g, err := paysimclient.NewIntents(c.PaymentURL, paysimclient.WithTimeout(c.ProviderTimeout), hc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("-payment-url: %w", err)
 		}

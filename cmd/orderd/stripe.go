@@ -157,15 +157,14 @@ func (s StripeConfig) logStripe(log *slog.Logger) {
 	}
 }
 
-// stripeGateway returns the Stripe adapter, served to the service through
-// the pre-issue-15 seam (stripepay.ChargeBridge) until the service moves to
-// payment.Gateway.
-func stripeGateway(s StripeConfig, c Config, tel *telemetry) (payment.ChargeGateway, error) {
+// stripeGateway returns the Stripe adapter (a payment.Gateway on
+// PaymentIntents).
+func stripeGateway(s StripeConfig, c Config, tel *telemetry) (payment.Gateway, error) {
 	hc := *observe.ProviderClient(tel.tp)
 	hc.Timeout = c.ProviderTimeout
 	g, err := stripepay.New(stripepay.Options{SecretKey: s.SecretKey, APIBase: s.APIBase, HTTPClient: &hc})
 	if err != nil {
 		return nil, fmt.Errorf("-payment-provider stripe: %w", err)
 	}
-	return stripepay.ChargeBridge{G: g}, nil
+	return g, nil
 }

@@ -61,7 +61,7 @@ func TestStormInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		gw, err := paysimclient.NewGateway(provider.URL, paysimclient.WithTimeout(500*time.Millisecond))
+		gw, err := paysimclient.NewIntents(provider.URL, paysimclient.WithTimeout(500*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

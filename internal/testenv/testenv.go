@@ -75,7 +75,7 @@ type Options struct {
 	// WrapGateway, if set, wraps Env.Gateway in what the service calls, so
 	// a test can hold or observe provider calls. Env.Gateway stays the
 	// simulator underneath, for counting captures.
-	WrapGateway func(payment.ChargeGateway) payment.ChargeGateway
+	WrapGateway func(payment.Gateway) payment.Gateway
 	// WrapWarehouse, if set, wraps Env.Warehouse in what the service
 	// calls, as WrapGateway does the gateway.
 	WrapWarehouse func(fulfillment.Warehouse) fulfillment.Warehouse
@@ -104,7 +104,7 @@ type Env struct {
 	Kind      string
 	Location  string // PostgreSQL URL or SQLite directory
 	Store     store.Store
-	Gateway   *simulator.Gateway
+	Gateway   *simulator.IntentGateway
 	Warehouse *simulator.Warehouse
 	Service   *service.Service
 	Server    *httptest.Server
@@ -114,7 +114,7 @@ type Env struct {
 // tests skip (or fail in CI) without a server; see pgtest.
 func New(t testing.TB, kind string, opt Options) *Env {
 	t.Helper()
-	e := &Env{Kind: kind, Location: opt.Location, Gateway: simulator.NewGateway(), Warehouse: simulator.NewWarehouse()}
+	e := &Env{Kind: kind, Location: opt.Location, Gateway: simulator.NewIntentGateway(), Warehouse: simulator.NewWarehouse()}
 	if e.Location == "" {
 		switch kind {
 		case Postgres:
@@ -129,7 +129,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		opt.Now = opt.Clock.Now
 	}
 	e.Store = OpenWithClock(t, kind, e.Location, opt.Clock)
-	var gw payment.ChargeGateway = e.Gateway
+	var gw payment.Gateway = e.Gateway
 	if opt.WrapGateway != nil {
 		gw = opt.WrapGateway(gw)
 	}

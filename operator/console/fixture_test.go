@@ -50,12 +50,12 @@ const (
 // pm_fault_timeout loses the answer) and a long one for lookups, as in
 // package operator's tests.
 type splitGateway struct {
-	*paysimclient.Gateway
-	short *paysimclient.Gateway
+	*paysimclient.Intents
+	short *paysimclient.Intents
 }
 
-func (g splitGateway) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Charge, error) {
-	return g.short.Charge(ctx, req)
+func (g splitGateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
+	return g.short.Confirm(ctx, req)
 }
 
 type fixture struct {
@@ -80,17 +80,17 @@ func newFixture(t *testing.T, kind string, cfg console.Config) *fixture {
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { srv.StopDelays(); ts.Close(); l.Close() })
-	short, err := paysimclient.NewGateway(ts.URL, paysimclient.WithTimeout(time.Second))
+	short, err := paysimclient.NewIntents(ts.URL, paysimclient.WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	long, err := paysimclient.NewGateway(ts.URL, paysimclient.WithTimeout(2*time.Minute))
+	long, err := paysimclient.NewIntents(ts.URL, paysimclient.WithTimeout(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := testclock.New(testclock.Start)
 	env := testenv.New(t, kind, testenv.Options{Clock: clk, UnresolvedAfter: time.Hour,
-		WrapGateway:   func(payment.ChargeGateway) payment.ChargeGateway { return splitGateway{Gateway: long, short: short} },
+		WrapGateway:   func(payment.Gateway) payment.Gateway { return splitGateway{Intents: long, short: short} },
 		WrapWarehouse: func(w fulfillment.Warehouse) fulfillment.Warehouse { return w }})
 	ops, err := env.Service.Operations()
 	if err != nil {

@@ -47,6 +47,7 @@ type IntentGateway struct {
 	received map[string]int64 // order id → minor units received, all intents
 	moves    map[string]int   // order id → confirms that received money
 	lose     int              // calls left whose answers are lost
+	calls    int              // Confirm calls received
 }
 
 // savedAnswer is the remembered answer of one idempotency key: the request
@@ -95,6 +96,53 @@ func (g *IntentGateway) Moves(orderID string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.moves[orderID]
+}
+
+// Calls returns how many Confirm calls the gateway received, whatever
+// their outcome.
+func (g *IntentGateway) Calls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls
+}
+
+// Captures returns how many confirms of orderID's intents received money
+// (Moves, by the name the ChargeGateway simulator used).
+func (g *IntentGateway) Captures(orderID string) int { return g.Moves(orderID) }
+
+// TotalCaptures returns how many confirms of every order received money.
+func (g *IntentGateway) TotalCaptures() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, m := range g.moves {
+		n += m
+	}
+	return n
+}
+
+// Refunds returns how many refunds were made of orderID's intents.
+func (g *IntentGateway) Refunds(orderID string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for id, rs := range g.refunds {
+		if g.intents[id].Reference.OrderID == orderID {
+			n += len(rs)
+		}
+	}
+	return n
+}
+
+// Intents returns a copy of every intent, in no particular order.
+func (g *IntentGateway) Intents() []payment.Intent {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]payment.Intent, 0, len(g.intents))
+	for _, in := range g.intents {
+		out = append(out, *in)
+	}
+	return out
 }
 
 // begin waits Delay, validates, and locks the gateway; the caller unlocks.
@@ -163,6 +211,9 @@ func (g *IntentGateway) Prepare(ctx context.Context, req payment.PrepareRequest)
 
 // Confirm implements payment.Gateway.
 func (g *IntentGateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
+	g.mu.Lock()
+	g.calls++
+	g.mu.Unlock()
 	if err := g.begin(ctx, req.Validate); err != nil {
 		return payment.Intent{}, err
 	}

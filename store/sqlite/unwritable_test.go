@@ -45,7 +45,7 @@ func TestUnwritableFileIs503(t *testing.T) {
 				}
 				on = strings.Replace(on, "%d", strconv.Itoa(pages), 1)
 			}
-			svc := service.New(s, simulator.NewGateway(), simulator.NewWarehouse(), service.Config{})
+			svc := service.New(s, simulator.NewIntentGateway(), simulator.NewWarehouse(), service.Config{})
 			srv := httptest.NewServer(api.New(svc, api.Config{APIKeys: map[string]string{"sk_test_key_1": "t1"},
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 			t.Cleanup(srv.Close)
