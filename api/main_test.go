@@ -11,12 +11,8 @@ import (
 // TestMain keeps the per-request INFO lines of the API out of the test
 // output; warnings and errors (a refund, a provider outage, an internal
 // error) still show. A run that skipped PostgreSQL tests ends with one line
-// saying how many and how to enable them (pgtest.Run). Its parallel tests
-// each stand up a store on a database of their own and mostly wait on
-// PostgreSQL, so 6 run at once rather than GOMAXPROCS (pgtest.Parallel;
-// -parallel overrides).
+// saying how many and how to enable them (pgtest.Run).
 func TestMain(m *testing.M) {
-	pgtest.Parallel(6)
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	os.Exit(pgtest.Run(m))
 }
