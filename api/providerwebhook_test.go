@@ -17,7 +17,6 @@ import (
 	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
-	"github.com/orderly/orderly/store"
 )
 
 var webhookSecret = []byte("whsec_api_test")
@@ -145,7 +144,7 @@ func TestProviderWebhookAmountMismatch(t *testing.T) {
 			}
 		}
 		a, err := env.Store.GetAttempt(t.Context(), short.IdempotencyKey)
-		if err != nil || a.Status != store.AttemptNeedsAttention || a.ErrorCode != service.ErrorProviderEventMismatch {
+		if err != nil || a.Status != payment.AttemptNeedsAttention || a.ErrorCode != service.ErrorProviderEventMismatch {
 			t.Fatalf("attempt = %+v, %v; want needs_attention (%s)", a, err, service.ErrorProviderEventMismatch)
 		}
 		r = webhookData(t, env, "evt_good", paysim.EventChargeSucceeded, chargeData(o, o.Amount), webhookSecret, now)

@@ -16,6 +16,7 @@ import (
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/operator"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
 	"github.com/orderly/orderly/webhook"
@@ -136,7 +137,7 @@ func TestCancelOnBehalf(t *testing.T) {
 			}
 			var ref string
 			for _, a := range h.Attempts {
-				if a.Kind == store.AttemptCharge && a.ProviderRef != "" {
+				if a.Kind == payment.AttemptCharge && a.ProviderRef != "" {
 					ref = a.ProviderRef
 				}
 			}

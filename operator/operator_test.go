@@ -125,7 +125,7 @@ var input = order.NewOrderInput{CustomerID: "cus_1", Currency: "EUR", Items: []o
 // captures nothing, so the answer is lost; past UnresolvedAfter the
 // completer asks, paysim knows no such charge, and the attempt is parked
 // as needs_attention. It returns the order and the parked attempt.
-func (f *fixture) park() (order.Order, store.Attempt) {
+func (f *fixture) park() (order.Order, payment.Attempt) {
 	f.t.Helper()
 	ctx := context.Background()
 	res, err := f.env.Service.Create(ctx, testenv.TenantA, idempotency.Key{}, input)
@@ -144,7 +144,7 @@ func (f *fixture) park() (order.Order, store.Attempt) {
 // parkShipment creates a paid order of tenant A whose item is
 // sku_fault_timeout and fulfils it under shipKey: the shipment's
 // answer is lost and, past UnresolvedAfter, it is parked.
-func (f *fixture) parkShipment(shipKey string) (order.Order, store.Attempt) {
+func (f *fixture) parkShipment(shipKey string) (order.Order, payment.Attempt) {
 	f.t.Helper()
 	ctx := context.Background()
 	in := order.NewOrderInput{CustomerID: "cus_2", Currency: "EUR", Items: []order.Item{{SKU: paysim.SKUFaultTimeout, Quantity: 1, UnitPrice: 900}}}
@@ -165,7 +165,7 @@ func (f *fixture) parkShipment(shipKey string) (order.Order, store.Attempt) {
 
 // waitParked moves the clock past UnresolvedAfter and runs the completer
 // until o's attempt is parked.
-func (f *fixture) waitParked(o order.Order) store.Attempt {
+func (f *fixture) waitParked(o order.Order) payment.Attempt {
 	f.t.Helper()
 	ctx := context.Background()
 	f.clk.Advance(2 * time.Hour)
@@ -185,13 +185,13 @@ func (f *fixture) waitParked(o order.Order) store.Attempt {
 		f.clk.Advance(15 * time.Minute)
 	}
 	f.t.Fatalf("the attempt of %s was never parked", o.ID)
-	return store.Attempt{}
+	return payment.Attempt{}
 }
 
 // capture makes paysim capture the parked charge after all, under its
 // provider key (pm_fault_timeout holds the first request per key only):
 // from now on the provider's answer is "captured".
-func (f *fixture) capture(o order.Order, a store.Attempt) {
+func (f *fixture) capture(o order.Order, a payment.Attempt) {
 	f.t.Helper()
 	ctx := context.Background()
 	ref := payment.Reference{OrderID: o.ID, Key: a.ProviderKey}
@@ -314,7 +314,7 @@ func (f *fixture) order(id string) order.Order {
 	return o
 }
 
-func (f *fixture) attempt(key string) store.Attempt {
+func (f *fixture) attempt(key string) payment.Attempt {
 	f.t.Helper()
 	a, err := f.env.Store.GetAttempt(context.Background(), key)
 	if err != nil {
@@ -343,7 +343,7 @@ func TestRoles(t *testing.T) {
 			if r := f.op(readerToken, "POST", "/operator/v1/attempts/resolve", "k1", body); r.status != http.StatusForbidden || r.problemType() != "forbidden" {
 				t.Fatalf("reader acts: %d %s, want 403 forbidden", r.status, r.body)
 			}
-			if got := f.attempt(a.ProviderKey); got.Status != store.AttemptNeedsAttention {
+			if got := f.attempt(a.ProviderKey); got.Status != payment.AttemptNeedsAttention {
 				t.Fatalf("a reader's refused action changed the attempt to %s", got.Status)
 			}
 			if n := len(f.auditEvents(0)); n != 0 {
@@ -420,7 +420,7 @@ func TestParkedOrderSaysSo(t *testing.T) {
 			}
 			got := decode[actionReply](t, r)
 			if got.Provider != "nothing" || got.Order == nil || got.Order.State != order.Received || got.Order.Version != o.Version+1 ||
-				got.Attempt.Status != string(store.AttemptDeclined) || got.Action.Outcome != "not_succeeded" || got.KeysResolved < 1 {
+				got.Attempt.Status != string(payment.AttemptDeclined) || got.Action.Outcome != "not_succeeded" || got.KeysResolved < 1 {
 				t.Fatalf("resolve answered %s", r.body)
 			}
 			if now := f.order(o.ID); now.State != order.Received || now.Version != o.Version+1 {
@@ -482,7 +482,7 @@ func TestFindingContradictingProviderRefused(t *testing.T) {
 			if r.status != http.StatusConflict || r.problemType() != "finding_contradicts_provider" || r.header.Get("Retry-After") != "" {
 				t.Fatalf("contradicting finding: %d %s", r.status, r.body)
 			}
-			if got := f.attempt(a.ProviderKey); got.Status != store.AttemptNeedsAttention {
+			if got := f.attempt(a.ProviderKey); got.Status != payment.AttemptNeedsAttention {
 				t.Fatalf("a refused finding left the attempt %s", got.Status)
 			}
 			if now := f.order(o.ID); now.Version != o.Version || now.State != order.Received {
@@ -497,7 +497,7 @@ func TestFindingContradictingProviderRefused(t *testing.T) {
 				t.Fatalf("agreeing finding: %d %s", r.status, r.body)
 			}
 			if got := decode[actionReply](t, r); got.Provider != "succeeded" || got.Order.State != order.Paid ||
-				got.Attempt.Status != string(store.AttemptSucceeded) || got.Attempt.ProviderRef == "" {
+				got.Attempt.Status != string(payment.AttemptSucceeded) || got.Attempt.ProviderRef == "" {
 				t.Fatalf("agreeing finding answered %s", r.body)
 			}
 			if r := f.tenant("POST", "/v1/orders/"+o.ID+"/pay", "pay-1",
@@ -529,7 +529,7 @@ func TestRecheck(t *testing.T) {
 			if got := decode[actionReply](t, r); r.status != http.StatusOK || got.Provider != "nothing" || got.Action.Outcome != "still_parked" {
 				t.Fatalf("recheck with nothing to say: %d %s", r.status, r.body)
 			}
-			if got := f.attempt(a.ProviderKey); got.Status != store.AttemptNeedsAttention {
+			if got := f.attempt(a.ProviderKey); got.Status != payment.AttemptNeedsAttention {
 				t.Fatalf("attempt %s after a recheck that learnt nothing", got.Status)
 			}
 			f.capture(o, a)
@@ -675,7 +675,7 @@ func TestParkedShipment(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, kind)
 			o, a := f.parkShipment("ship-1")
-			if a.Kind != store.AttemptShipment {
+			if a.Kind != payment.AttemptShipment {
 				t.Fatalf("parked %s, want the shipment", a.Kind)
 			}
 			if r := f.tenant("POST", "/v1/orders/"+o.ID+"/cancel", "cancel-1", nil); r.status != http.StatusConflict || r.problemType() != "needs_attention" {
@@ -684,7 +684,7 @@ func TestParkedShipment(t *testing.T) {
 			r := f.op(operatorToken, "POST", "/operator/v1/attempts/resolve", "res-1",
 				map[string]any{"provider_key": a.ProviderKey, "outcome": "not_succeeded", "reason": "warehouse: nothing left"})
 			if got := decode[actionReply](t, r); r.status != http.StatusOK || got.Order.State != order.Paid ||
-				got.Attempt.Status != string(store.AttemptRejected) {
+				got.Attempt.Status != string(payment.AttemptRejected) {
 				t.Fatalf("resolve not shipped: %d %s", r.status, r.body)
 			}
 			if r := f.tenant("POST", "/v1/orders/"+o.ID+"/fulfill", "ship-1", nil); r.status != http.StatusUnprocessableEntity ||

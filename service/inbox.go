@@ -148,13 +148,13 @@ func checkInboxEvent(ev payment.ProviderEvent) error {
 // applyProviderEvent is the effect of a provider event inside the inbox's
 // transaction.
 func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev payment.ProviderEvent) (InboxOutcome, error) {
-	var want store.AttemptKind
+	var want payment.AttemptKind
 	var ev2 order.Event
 	switch ev.Type {
 	case payment.EventPaymentSucceeded, payment.EventPaymentFailed:
-		want, ev2 = store.AttemptCharge, order.EventPay
+		want, ev2 = payment.AttemptCharge, order.EventPay
 	case payment.EventRefundSucceeded:
-		want, ev2 = store.AttemptRefund, order.EventCancel
+		want, ev2 = payment.AttemptRefund, order.EventCancel
 	default:
 		return InboxIgnored, nil
 	}
@@ -172,8 +172,8 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 		// What the event says is not what Orderly asked for: it moves
 		// nothing. An open attempt is parked for a person; a settled one
 		// keeps its outcome (the provider's API answer).
-		if a.Status.Open() && a.Status != store.AttemptNeedsAttention {
-			err := tx.SettleAttempt(ctx, store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptNeedsAttention,
+		if a.Status.Open() && a.Status != payment.AttemptNeedsAttention {
+			err := tx.SettleAttempt(ctx, store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptNeedsAttention,
 				ProviderRef: a.ProviderRef, ErrorCode: ErrorProviderEventMismatch, At: s.cfg.Now()})
 			if err != nil {
 				return "", err
@@ -182,7 +182,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 		return InboxMismatch, nil
 	}
 	parked, _ := tx.(store.OperatorExecutor)
-	if a.Status != store.AttemptNeedsAttention {
+	if a.Status != payment.AttemptNeedsAttention {
 		parked = nil
 	}
 	if s.settled(a).class != 0 && parked == nil {
@@ -193,14 +193,14 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 		return "", err
 	}
 	now := s.cfg.Now()
-	upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, At: now}
+	upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded, At: now}
 	// The attempt is where the order waits only if it is the attempt this
 	// order version would make (a charge belongs to one version).
-	waiting := a.Kind == store.AttemptRefund || a.ProviderKey == chargeKey(o.ID, o.Version)
+	waiting := a.Kind == payment.AttemptRefund || a.ProviderKey == chargeKey(o.ID, o.Version)
 	var next *order.Order
 	switch {
 	case ev.Type == payment.EventPaymentFailed:
-		upd.Status, upd.ErrorCode = store.AttemptDeclined, string(apperr.EDeclined)
+		upd.Status, upd.ErrorCode = payment.AttemptDeclined, string(apperr.EDeclined)
 		if waiting && o.State == order.Received {
 			// As a decline answered to the request: the version moves on,
 			// so the next pay is a new logical charge.

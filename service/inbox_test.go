@@ -56,7 +56,7 @@ func TestProviderEventResolvesUnknownOutcome(t *testing.T) {
 			t.Fatalf("after the webhook: %+v, %v; want PAID at version %d", got, err, o.Version+1)
 		}
 		a, err := f.st.GetAttempt(ctx, ev.Reference.Key)
-		if err != nil || a.Status != store.AttemptSucceeded {
+		if err != nil || a.Status != payment.AttemptSucceeded {
 			t.Fatalf("attempt = %+v, %v; want succeeded", a, err)
 		}
 		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("pay-1")}, payIn)

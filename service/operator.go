@@ -107,7 +107,7 @@ type AttemptView struct {
 }
 
 // ViewAttempt returns a's AttemptView.
-func ViewAttempt(a store.Attempt) AttemptView {
+func ViewAttempt(a payment.Attempt) AttemptView {
 	return AttemptView{ProviderKey: a.ProviderKey, TenantID: a.TenantID, OrderID: a.OrderID, Kind: string(a.Kind),
 		Status: string(a.Status), Amount: a.Amount, Currency: a.Currency, PaymentMethod: a.PaymentMethod,
 		ProviderRef: a.ProviderRef, ErrorCode: a.ErrorCode, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
@@ -286,7 +286,7 @@ func (p *Operations) resolve(ctx context.Context, c OperatorCall, name, provider
 		if err != nil {
 			return ActionResult{}, err
 		}
-		if a.Status != store.AttemptNeedsAttention {
+		if a.Status != payment.AttemptNeedsAttention {
 			// A concurrent call with the same key may be what settled it:
 			// then its answer is this call's.
 			if res, ok, err := p.prior(ctx, c); ok {
@@ -336,18 +336,18 @@ func (p *Operations) resolve(ctx context.Context, c OperatorCall, name, provider
 // settleParked settles parked attempt a with outcome in tx: the attempt
 // (guarded on needs_attention), the order's move and its event, the parked
 // keys.
-func (p *Operations) settleParked(ctx context.Context, tx store.OperatorExecutor, res ActionResult, a store.Attempt, outcome Finding, ref string) (ActionResult, error) {
+func (p *Operations) settleParked(ctx context.Context, tx store.OperatorExecutor, res ActionResult, a payment.Attempt, outcome Finding, ref string) (ActionResult, error) {
 	o, err := tx.GetOrder(ctx, a.TenantID, a.OrderID)
 	if err != nil {
 		return res, err
 	}
 	now := p.s.cfg.Now()
-	upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: ref, At: now}
+	upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: ref, At: now}
 	ev, waiting := order.EventPay, a.ProviderKey == chargeKey(o.ID, o.Version)
 	switch a.Kind {
-	case store.AttemptShipment:
+	case payment.AttemptShipment:
 		ev, waiting = order.EventFulfill, true
-	case store.AttemptRefund:
+	case payment.AttemptRefund:
 		ev, waiting = order.EventCancel, true
 	}
 	var next *order.Order
@@ -357,15 +357,15 @@ func (p *Operations) settleParked(ctx context.Context, tx store.OperatorExecutor
 			moved := o.Apply(d.To, now)
 			next = &moved
 		}
-	case outcome == FindingNotSucceeded && a.Kind == store.AttemptCharge:
-		upd.Status, upd.ErrorCode = store.AttemptDeclined, "not_captured"
+	case outcome == FindingNotSucceeded && a.Kind == payment.AttemptCharge:
+		upd.Status, upd.ErrorCode = payment.AttemptDeclined, "not_captured"
 		if waiting && o.State == order.Received {
 			bumped := o.Apply(o.State, now) // as a decline: the next pay is a new charge
 			next = &bumped
 		}
 	case outcome == FindingNotSucceeded:
-		upd.Status, upd.ErrorCode = store.AttemptRejected, string(apperr.EFulfillmentRejected)
-		if a.Kind == store.AttemptRefund {
+		upd.Status, upd.ErrorCode = payment.AttemptRejected, string(apperr.EFulfillmentRejected)
+		if a.Kind == payment.AttemptRefund {
 			upd.ErrorCode = string(apperr.ERefundRejected)
 		}
 	}
@@ -407,7 +407,7 @@ func answerText(a ProviderAnswer) string {
 	return "did not succeed"
 }
 
-func notParked(a store.Attempt) error {
+func notParked(a payment.Attempt) error {
 	return apperr.Errorf(apperr.EAttemptNotParked,
 		"the attempt %s is %s, not needs_attention: there is nothing to resolve", a.ProviderKey, a.Status)
 }
@@ -416,10 +416,10 @@ func notParked(a store.Attempt) error {
 // act: a lookup of the charge, the shipment (Find by its reference), or
 // (for a refund) the charge it refunds. ref is the provider's id when it
 // acted.
-func (p *Operations) ask(ctx context.Context, a store.Attempt, o order.Order) (ProviderAnswer, string, error) {
+func (p *Operations) ask(ctx context.Context, a payment.Attempt, o order.Order) (ProviderAnswer, string, error) {
 	s := p.s
 	switch a.Kind {
-	case store.AttemptShipment:
+	case payment.AttemptShipment:
 		sh, err := s.warehouse.Find(ctx, shipmentRef(a))
 		switch {
 		case err == nil:
@@ -431,7 +431,7 @@ func (p *Operations) ask(ctx context.Context, a store.Attempt, o order.Order) (P
 			return ProviderNotSucceeded, "", nil
 		}
 		return "", "", s.unavailable("warehouse", err)
-	case store.AttemptRefund:
+	case payment.AttemptRefund:
 		in, err := s.chargeIntent(ctx, o.ID, chargeKey(o.ID, o.Version-1))
 		switch {
 		case err == nil && in.AmountReceived > 0 && in.AmountRefunded >= in.AmountReceived:
@@ -527,7 +527,7 @@ func (p *Operations) EnableEndpoint(ctx context.Context, c OperatorCall, id stri
 // attempt is its charge at its version, its shipment or its refund.
 func (s *Service) parked(ctx context.Context, o order.Order) *apperr.Error {
 	for _, k := range []string{chargeKey(o.ID, o.Version), shipmentKey(o.ID), refundKey(o.ID)} {
-		if a, err := s.store.GetAttempt(ctx, k); err == nil && a.Status == store.AttemptNeedsAttention {
+		if a, err := s.store.GetAttempt(ctx, k); err == nil && a.Status == payment.AttemptNeedsAttention {
 			return orderParked(a)
 		}
 	}
@@ -536,7 +536,7 @@ func (s *Service) parked(ctx context.Context, o order.Order) *apperr.Error {
 
 // orderParked is the answer of any request on an order whose attempt a is
 // parked: distinct, final until an operator acts, with no Retry-After.
-func orderParked(a store.Attempt) *apperr.Error {
+func orderParked(a payment.Attempt) *apperr.Error {
 	return apperr.Errorf(apperr.ENeedsAttention, "order %s is blocked: the provider's answer to its %s (provider key %s) "+
 		"stayed unknown past the provider's key retention, so it is parked as needs_attention and nothing on the order "+
 		"runs until an operator resolves it (POST /operator/v1/attempts/recheck or /operator/v1/attempts/resolve with its provider_key); "+

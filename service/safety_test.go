@@ -34,8 +34,8 @@ func crashPay(t *testing.T, f *fixture, o order.Order, k string) {
 	if err != nil || !ok {
 		t.Fatalf("AcquireLease: %v %v", ok, err)
 	}
-	if _, err := f.st.RecordAttempt(ctx, store.LeaseOf(rec), store.Attempt{ProviderKey: o.ID + "/pay/1", TenantID: "t1",
-		OrderID: o.ID, Kind: store.AttemptCharge, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+	if _, err := f.st.RecordAttempt(ctx, store.LeaseOf(rec), payment.Attempt{ProviderKey: o.ID + "/pay/1", TenantID: "t1",
+		OrderID: o.ID, Kind: payment.AttemptCharge, Status: payment.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 		PaymentMethod: testmode.MethodApproved, CreatedAt: now, UpdatedAt: now}, o.Version); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestUnresolvedAttemptNeedsAttention(t *testing.T) {
 				t.Fatalf("key = %+v, %v; want needs_attention", info, err)
 			}
 			parked, err := f.svc.AttemptsNeedingAttention(ctx, "t1", 10)
-			if err != nil || len(parked) != 1 || parked[0].OrderID != o.ID || parked[0].Status != store.AttemptNeedsAttention {
+			if err != nil || len(parked) != 1 || parked[0].OrderID != o.ID || parked[0].Status != payment.AttemptNeedsAttention {
 				t.Fatalf("attempts needing attention = %+v, %v; want the charge of %s", parked, err, o.ID)
 			}
 			if other, _ := f.svc.AttemptsNeedingAttention(ctx, "t2", 10); len(other) != 0 {

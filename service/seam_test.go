@@ -17,7 +17,6 @@ import (
 	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/paysim/stripesim"
 	"github.com/orderly/orderly/service"
-	"github.com/orderly/orderly/store"
 )
 
 // TestReplayedConfirm500ResolvesByRetrieve: the provider moved the money
@@ -45,7 +44,7 @@ func TestReplayedConfirm500ResolvesByRetrieve(t *testing.T) {
 			t.Fatalf("%d captures, want 1", n)
 		}
 		a, err := f.st.GetAttempt(ctx, o.ID+"/pay/1")
-		if err != nil || a.IntentID == "" || a.Status != store.AttemptSucceeded || a.KeySentAt.IsZero() {
+		if err != nil || a.IntentID == "" || a.Status != payment.AttemptSucceeded || a.KeySentAt.IsZero() {
 			t.Fatalf("attempt = %+v, %v; want succeeded with its intent and KeySentAt recorded", a, err)
 		}
 	})

@@ -330,8 +330,8 @@ func TestCompleterFinishesAbandonedRequests(t *testing.T) {
 			t.Fatalf("AcquireLease: %v %v", ok, err)
 		}
 		pk := dead.ID + "/pay/1"
-		if _, err := f.st.RecordAttempt(ctx, store.LeaseOf(rec), store.Attempt{ProviderKey: pk, TenantID: "t1", OrderID: dead.ID,
-			Kind: store.AttemptCharge, Status: store.AttemptPending, Amount: 1500, Currency: "EUR",
+		if _, err := f.st.RecordAttempt(ctx, store.LeaseOf(rec), payment.Attempt{ProviderKey: pk, TenantID: "t1", OrderID: dead.ID,
+			Kind: payment.AttemptCharge, Status: payment.AttemptPending, Amount: 1500, Currency: "EUR",
 			PaymentMethod: testmode.MethodApproved, CreatedAt: now, UpdatedAt: now}, dead.Version); err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +554,7 @@ func TestPendingAttemptOfACrashedHolderStaysOpen(t *testing.T) {
 		amount := o.Amount
 		claim := store.Claim{Record: idempotency.Record{TenantID: "t1", KeyHash: idempotency.HashKey("crashed"), Fingerprint: "fp-crashed",
 			Operation: idempotency.OpPay, ResourceID: o.ID}, TTL: time.Hour, Lease: 10 * time.Second}
-		st, err := f.st.StartLeased(ctx, claim, store.Intent{From: order.Received, Kind: store.AttemptCharge,
+		st, err := f.st.StartLeased(ctx, claim, store.Intent{From: order.Received, Kind: payment.AttemptCharge,
 			ProviderKeyPrefix: o.ID + "/pay/", Versioned: true, Amount: &amount, Currency: o.Currency,
 			PaymentMethod: in.PaymentMethod, At: now})
 		if err != nil || !st.Acquired || st.Attempt == nil {
@@ -565,7 +565,7 @@ func TestPendingAttemptOfACrashedHolderStaysOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		a, err := f.st.GetAttempt(ctx, st.Attempt.ProviderKey)
-		if err != nil || a.Status != store.AttemptUnknown {
+		if err != nil || a.Status != payment.AttemptUnknown {
 			t.Fatalf("attempt after a retryable answer = %s, %v; want unknown (still open)", a.Status, err)
 		}
 		_, err = f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("cancel-1")})

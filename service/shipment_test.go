@@ -13,6 +13,7 @@ import (
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
@@ -151,7 +152,7 @@ func TestUnknownShipmentIsFoundByReference(t *testing.T) {
 				}
 				s2, f2 := wh.counts()
 				if got.State != order.Fulfilled || wh.Shipments(o.ID) != 1 || s2 != ships || f2 == finds ||
-					a.Status != store.AttemptSucceeded || a.ProviderRef != sh.ID {
+					a.Status != payment.AttemptSucceeded || a.ProviderRef != sh.ID {
 					t.Fatalf("order %s, %d shipments, %d Ship and %d Find calls since, attempt %s ref %q; "+
 						"want FULFILLED, 1, no Ship and a Find, succeeded with %s",
 						got.State, wh.Shipments(o.ID), s2-ships, f2-finds, a.Status, a.ProviderRef, sh.ID)
@@ -211,7 +212,7 @@ func TestUnknownShipmentStaysUnknownWhileFindFails(t *testing.T) {
 				t.Fatalf("retry while Find fails: %v, want EUnavailable", err)
 			}
 			a, err := st.GetAttempt(ctx, o.ID+"/fulfill")
-			if s, _ := wh.counts(); err != nil || a.Status != store.AttemptUnknown || s != ships {
+			if s, _ := wh.counts(); err != nil || a.Status != payment.AttemptUnknown || s != ships {
 				t.Fatalf("attempt %v (%v), %d Ship calls since; want unknown and none", a.Status, err, s-ships)
 			}
 			wh.set(func(w *forgetfulWarehouse) { w.findDown = false })

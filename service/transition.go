@@ -64,14 +64,14 @@ func (s *Service) Cancel(ctx context.Context, c Call) (Result, error) {
 // Go first; TestEffectsMatchTheirIntents holds the two to the same answer.
 type effect struct {
 	intent  func(orderID string, now time.Time) store.Intent
-	attempt func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt
-	call    func(ctx context.Context, rec idempotency.Record, a store.Attempt, o order.Order) callResult
+	attempt func(o order.Order, d statemachine.Decision, now time.Time) *payment.Attempt
+	call    func(ctx context.Context, rec idempotency.Record, a payment.Attempt, o order.Order) callResult
 	// sent reports whether attempt a carries this request's own details
 	// (nil: every attempt of the event does, as a fulfilment or refund of
 	// the order is one call whoever asks). A retryably failed attempt may
 	// be reopened under its provider key by another request with another
 	// payment method; its outcome is then that request's, not this one's.
-	sent func(a store.Attempt) bool
+	sent func(a payment.Attempt) bool
 }
 
 // class sorts provider outcomes (issue: final vs retryable vs unknown).
@@ -197,7 +197,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 	for i := range maxDecisions {
 		now := s.cfg.Now()
 		var o order.Order
-		var prior *store.Attempt // the attempt the key pointed at when taken
+		var prior *payment.Attempt // the attempt the key pointed at when taken
 		if i == 0 && first != nil {
 			if first.Order == nil {
 				return s.forget(ctx, rec, lease)
@@ -265,10 +265,10 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			}
 			return res, err
 		}
-		var stored store.Attempt
+		var stored payment.Attempt
 		openedAt := a.UpdatedAt // when this request would open the attempt
 		if i == 0 && first != nil && prior != nil && first.Key.AttemptKey == a.ProviderKey && prior.ProviderKey == a.ProviderKey &&
-			prior.Status != store.AttemptFailed {
+			prior.Status != payment.AttemptFailed {
 			// Phase 1 recorded this attempt (or found it recorded). A failed
 			// one it did not reopen: phase 1 reopens a failed attempt as
 			// pending only while no other attempt of the order is open, so
@@ -295,19 +295,19 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			}
 		}
 
-		if stored.Status == store.AttemptPending && !stored.UpdatedAt.Equal(openedAt.UTC().Truncate(time.Microsecond)) {
+		if stored.Status == payment.AttemptPending && !stored.UpdatedAt.Equal(openedAt.UTC().Truncate(time.Microsecond)) {
 			// Pending, but not opened by this request: its other holder —
 			// a worker that crashed mid-call, or a request with another key
 			// joined to the same provider call — may have sent it, or be
 			// sending it now. Ask before calling again, and never take a
 			// retryable answer for "nothing happened": that would close the
 			// attempt while the provider may still act on it.
-			stored.Status = store.AttemptUnknown
+			stored.Status = payment.AttemptUnknown
 		}
 		r := s.settled(stored)
 		if r.class == 0 {
 			r = eff.call(ctx, rec, stored, o)
-			if stored.Status == store.AttemptUnknown && r.class == retryable {
+			if stored.Status == payment.AttemptUnknown && r.class == retryable {
 				// Asking failed too (the lookup timed out, the provider is
 				// down): the earlier call may still have taken effect, so
 				// the outcome stays unknown and the completer keeps asking.
@@ -317,7 +317,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 		upd := &store.AttemptUpdate{ProviderKey: stored.ProviderKey, ProviderRef: r.ref, At: s.cfg.Now()}
 		switch r.class {
 		case succeeded:
-			upd.Status = store.AttemptSucceeded
+			upd.Status = payment.AttemptSucceeded
 			res, err := s.completeOK(ctx, rec, lease, next, &next, upd)
 			s.observeTransition(ev, o.State, next.State, err)
 			if errors.Is(err, store.ErrVersionConflict) {
@@ -330,7 +330,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 		case declined:
 			// The order stays RCVD but its version moves on, so the next
 			// pay is a new logical charge with its own provider key.
-			upd.Status, upd.ErrorCode = store.AttemptDeclined, string(r.err.Code)
+			upd.Status, upd.ErrorCode = payment.AttemptDeclined, string(r.err.Code)
 			bumped := o.Apply(o.State, now)
 			res, err := s.completeFinal(ctx, rec, lease, o, r.err, &bumped, upd)
 			if errors.Is(err, store.ErrVersionConflict) {
@@ -338,13 +338,13 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			}
 			return res, err
 		case rejected:
-			upd.Status, upd.ErrorCode = store.AttemptRejected, string(r.err.Code)
+			upd.Status, upd.ErrorCode = payment.AttemptRejected, string(r.err.Code)
 			return s.completeFinal(ctx, rec, lease, o, r.err, nil, upd)
 		case unknown:
-			upd.Status = store.AttemptUnknown
+			upd.Status = payment.AttemptUnknown
 			return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, r.err)
 		case attention:
-			upd.Status = store.AttemptNeedsAttention
+			upd.Status = payment.AttemptNeedsAttention
 			s.cfg.Logger.Error("provider attempt needs attention: its outcome stayed unknown past the provider's key retention; "+
 				"it will not be retried and its order will not move until it is settled by hand",
 				"order_id", stored.OrderID, "provider_key", stored.ProviderKey, "kind", string(stored.Kind),
@@ -354,10 +354,10 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			// The provider holds a call under this provider key with other
 			// details: it may have taken effect. Until someone asks, the
 			// outcome is unknown (the completer will ask).
-			upd.Status = store.AttemptUnknown
+			upd.Status = payment.AttemptUnknown
 			return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, r.err)
 		default:
-			upd.Status = store.AttemptFailed
+			upd.Status = payment.AttemptFailed
 			return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, upd, r.err)
 		}
 	}
@@ -376,16 +376,16 @@ func busy(o order.Order) error {
 
 // settled returns the outcome an attempt already settled by another request
 // records, or a zero callResult when the provider must be called.
-func (s *Service) settled(a store.Attempt) callResult {
+func (s *Service) settled(a payment.Attempt) callResult {
 	switch a.Status {
-	case store.AttemptSucceeded:
+	case payment.AttemptSucceeded:
 		return callResult{class: succeeded, ref: a.ProviderRef}
-	case store.AttemptDeclined:
+	case payment.AttemptDeclined:
 		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: %s", a.ErrorCode)}
-	case store.AttemptNeedsAttention:
+	case payment.AttemptNeedsAttention:
 		return callResult{class: attention, err: needsAttention(a)}
-	case store.AttemptRejected:
-		if a.Kind == store.AttemptRefund {
+	case payment.AttemptRejected:
+		if a.Kind == payment.AttemptRefund {
 			return callResult{class: rejected, err: refundRejected()}
 		}
 		return callResult{class: rejected, err: apperr.Errorf(apperr.EFulfillmentRejected, "the warehouse rejected the shipment")}
@@ -491,28 +491,28 @@ func (s *Service) lost(err error) (Result, error) {
 func (s *Service) payEffect(method string, amount *int64, currency string) effect {
 	return effect{
 		intent: func(id string, now time.Time) store.Intent {
-			return store.Intent{From: order.Received, Kind: store.AttemptCharge, ProviderKeyPrefix: chargeKeyPrefix(id),
+			return store.Intent{From: order.Received, Kind: payment.AttemptCharge, ProviderKeyPrefix: chargeKeyPrefix(id),
 				Versioned: true, Amount: amount, Currency: currency, PaymentMethod: method, At: now}
 		},
-		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
-			return &store.Attempt{ProviderKey: chargeKey(o.ID, o.Version), TenantID: o.TenantID, OrderID: o.ID,
-				Kind: store.AttemptCharge, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *payment.Attempt {
+			return &payment.Attempt{ProviderKey: chargeKey(o.ID, o.Version), TenantID: o.TenantID, OrderID: o.ID,
+				Kind: payment.AttemptCharge, Status: payment.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				PaymentMethod: method, CreatedAt: now, UpdatedAt: now}
 		},
-		call: func(ctx context.Context, rec idempotency.Record, a store.Attempt, o order.Order) callResult {
+		call: func(ctx context.Context, rec idempotency.Record, a payment.Attempt, o order.Order) callResult {
 			return s.charge(ctx, rec, a)
 		},
-		sent: func(a store.Attempt) bool { return a.PaymentMethod == method },
+		sent: func(a payment.Attempt) bool { return a.PaymentMethod == method },
 	}
 }
 
 // charge runs the charge attempt a under the lease of rec (see payEffect).
-func (s *Service) charge(ctx context.Context, rec idempotency.Record, a store.Attempt) callResult {
+func (s *Service) charge(ctx context.Context, rec idempotency.Record, a payment.Attempt) callResult {
 	lease := store.LeaseOf(rec)
 	ref := payment.Reference{OrderID: a.OrderID, Key: a.ProviderKey}
 	// asked: this attempt may have been sent before (an unknown outcome,
 	// another holder, an earlier retryable failure): read before acting.
-	asked := a.Status == store.AttemptUnknown || !a.KeySentAt.IsZero() || a.IntentID != ""
+	asked := a.Status == payment.AttemptUnknown || !a.KeySentAt.IsZero() || a.IntentID != ""
 	stale := s.keyTooOld(a)
 	intentID := a.IntentID
 	prepareKey := a.ProviderKey + "/prepare"
@@ -639,7 +639,7 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a store.At
 // first confirm of an attempt: an unknown answer (a lost or 5xx answer, an
 // unexpected state) is left unknown, for the retry or the completer to
 // resolve by reading the intent (Retrieve).
-func (s *Service) confirm(ctx context.Context, a store.Attempt, id, key string, ref payment.Reference) callResult {
+func (s *Service) confirm(ctx context.Context, a payment.Attempt, id, key string, ref payment.Reference) callResult {
 	return s.provider(ctx, ProviderCharge, func(ctx context.Context) callResult {
 		in, err := s.gateway.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: key, IntentID: id,
 			PaymentMethod: a.PaymentMethod, Reference: ref})
@@ -650,7 +650,7 @@ func (s *Service) confirm(ctx context.Context, a store.Attempt, id, key string, 
 // confirmOnce is confirm; nothing reports that the answer was unknown (or
 // the key was reused with other details) and the intent, read
 // afterwards, shows that nothing moved and no decline.
-func (s *Service) confirmOnce(ctx context.Context, a store.Attempt, id, key string, ref payment.Reference) (callResult, bool) {
+func (s *Service) confirmOnce(ctx context.Context, a payment.Attempt, id, key string, ref payment.Reference) (callResult, bool) {
 	r := s.provider(ctx, ProviderCharge, func(ctx context.Context) callResult {
 		in, err := s.gateway.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: key, IntentID: id,
 			PaymentMethod: a.PaymentMethod, Reference: ref})
@@ -721,7 +721,7 @@ func (s *Service) classifyIntent(in payment.Intent, err error) callResult {
 // keyTooOld reports whether attempt a's provider key was first sent longer
 // than Config.ProviderKeyMaxAge ago: the provider may have pruned it, and
 // the same key would then start a new request, so it is never resent.
-func (s *Service) keyTooOld(a store.Attempt) bool {
+func (s *Service) keyTooOld(a payment.Attempt) bool {
 	return !a.KeySentAt.IsZero() && s.cfg.Now().Sub(a.KeySentAt) > s.cfg.ProviderKeyMaxAge
 }
 
@@ -743,16 +743,16 @@ func (s *Service) unknownAfter(who string, err error) *apperr.Error {
 func (s *Service) shipEffect() effect {
 	return effect{
 		intent: func(id string, now time.Time) store.Intent {
-			return store.Intent{From: order.Paid, Kind: store.AttemptShipment, ProviderKeyPrefix: shipmentKey(id), At: now}
+			return store.Intent{From: order.Paid, Kind: payment.AttemptShipment, ProviderKeyPrefix: shipmentKey(id), At: now}
 		},
-		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
-			return &store.Attempt{ProviderKey: shipmentKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
-				Kind: store.AttemptShipment, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *payment.Attempt {
+			return &payment.Attempt{ProviderKey: shipmentKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
+				Kind: payment.AttemptShipment, Status: payment.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				CreatedAt: now, UpdatedAt: now}
 		},
-		call: func(ctx context.Context, rec idempotency.Record, a store.Attempt, o order.Order) callResult {
+		call: func(ctx context.Context, rec idempotency.Record, a payment.Attempt, o order.Order) callResult {
 			ref := shipmentRef(a)
-			if a.Status == store.AttemptUnknown || s.unresolved(a) {
+			if a.Status == payment.AttemptUnknown || s.unresolved(a) {
 				// Never ship blindly again: find the shipment by the
 				// reference the first Ship set on it. Not found means
 				// nothing shipped, so the Ship below is sent again under
@@ -785,7 +785,7 @@ func (s *Service) shipEffect() effect {
 // shipmentRef is the fulfillment.Reference the shipment attempt a sets on
 // its shipment and finds it by: its order and its provider key
 // ("<order id>/fulfill").
-func shipmentRef(a store.Attempt) fulfillment.Reference {
+func shipmentRef(a payment.Attempt) fulfillment.Reference {
 	return fulfillment.Reference{OrderID: a.OrderID, Key: a.ProviderKey}
 }
 
@@ -813,17 +813,17 @@ func (s *Service) classifyShipment(sh fulfillment.Shipment, err error) callResul
 func (s *Service) refundEffect() effect {
 	return effect{
 		intent: func(id string, now time.Time) store.Intent {
-			return store.Intent{From: order.Paid, Kind: store.AttemptRefund, ProviderKeyPrefix: refundKey(id), At: now}
+			return store.Intent{From: order.Paid, Kind: payment.AttemptRefund, ProviderKeyPrefix: refundKey(id), At: now}
 		},
-		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *store.Attempt {
+		attempt: func(o order.Order, d statemachine.Decision, now time.Time) *payment.Attempt {
 			if d.From != order.Paid {
 				return nil
 			}
-			return &store.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
-				Kind: store.AttemptRefund, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+			return &payment.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
+				Kind: payment.AttemptRefund, Status: payment.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				CreatedAt: now, UpdatedAt: now}
 		},
-		call: func(ctx context.Context, rec idempotency.Record, a store.Attempt, o order.Order) callResult {
+		call: func(ctx context.Context, rec idempotency.Record, a payment.Attempt, o order.Order) callResult {
 			// A PAID order at version v was paid by the charge of version
 			// v-1; a RCVD one may have been charged at its own version by
 			// a charge whose attempt failed after capture (see
@@ -859,7 +859,7 @@ func (s *Service) chargeIntent(ctx context.Context, orderID, key string) (paymen
 // otherwise nothing received is nothing to refund. An unknown outcome is
 // resolved by FindRefund and by the intent's AmountRefunded, never by
 // resending a key the provider may have saved a 5xx under.
-func (s *Service) refund(ctx context.Context, rec idempotency.Record, a store.Attempt, chargeKey string, paid bool) callResult {
+func (s *Service) refund(ctx context.Context, rec idempotency.Record, a payment.Attempt, chargeKey string, paid bool) callResult {
 	var in payment.Intent
 	r := s.provider(ctx, ProviderChargeLookup, func(ctx context.Context) callResult {
 		var err error
@@ -891,7 +891,7 @@ func (s *Service) refund(ctx context.Context, rec idempotency.Record, a store.At
 	ref := payment.Reference{OrderID: a.OrderID, Key: a.ProviderKey}
 	lease := store.LeaseOf(rec)
 	key := a.ProviderKey
-	if a.Status == store.AttemptUnknown || !a.KeySentAt.IsZero() {
+	if a.Status == payment.AttemptUnknown || !a.KeySentAt.IsZero() {
 		if rf, err := s.gateway.FindRefund(ctx, in.ID, ref); err == nil {
 			return callResult{class: succeeded, ref: rf.ID}
 		} else if !errors.Is(err, payment.ErrNotFound) {
@@ -959,11 +959,11 @@ func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, versi
 		return nil // no charge was ever attempted
 	case err != nil:
 		return err
-	case a.Status == store.AttemptDeclined || a.Status == store.AttemptRejected:
+	case a.Status == payment.AttemptDeclined || a.Status == payment.AttemptRejected:
 		return nil // nothing was captured
 	}
-	ra := store.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID, Kind: store.AttemptRefund,
-		Status: store.AttemptUnknown, Amount: a.Amount, Currency: a.Currency}
+	ra := payment.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID, Kind: payment.AttemptRefund,
+		Status: payment.AttemptUnknown, Amount: a.Amount, Currency: a.Currency}
 	r := s.refund(ctx, idempotency.Record{}, ra, a.ProviderKey, false)
 	switch r.class {
 	case succeeded:
@@ -987,18 +987,18 @@ func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, versi
 // open charge attempt is returned as such a refund too: recording it then
 // fails with ErrAttemptInFlight (order busy), and a succeeded one (a stale
 // read) with ErrVersionConflict.
-func (s *Service) uncertainChargeRefund(ctx context.Context, o order.Order, now time.Time) (*store.Attempt, error) {
+func (s *Service) uncertainChargeRefund(ctx context.Context, o order.Order, now time.Time) (*payment.Attempt, error) {
 	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case a.Status == store.AttemptDeclined || a.Status == store.AttemptRejected:
+	case a.Status == payment.AttemptDeclined || a.Status == payment.AttemptRejected:
 		return nil, nil
 	}
-	return &store.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
-		Kind: store.AttemptRefund, Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+	return &payment.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID,
+		Kind: payment.AttemptRefund, Status: payment.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 		CreatedAt: now, UpdatedAt: now}, nil
 }
 
@@ -1006,12 +1006,12 @@ func (s *Service) uncertainChargeRefund(ctx context.Context, o order.Order, now 
 // Config.UnresolvedAfter: the provider may have forgotten its key, so a
 // lookup that finds nothing proves nothing and it must not be called
 // again.
-func (s *Service) unresolved(a store.Attempt) bool {
+func (s *Service) unresolved(a payment.Attempt) bool {
 	return a.Status.Open() && s.cfg.Now().Sub(a.CreatedAt) > s.cfg.UnresolvedAfter
 }
 
 // needsAttention is the error of a request whose attempt is parked.
-func needsAttention(a store.Attempt) *apperr.Error {
+func needsAttention(a payment.Attempt) *apperr.Error {
 	return orderParked(a)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -76,11 +77,11 @@ func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record, leaseE
 	var ev order.Event
 	var eff effect
 	switch a.Kind {
-	case store.AttemptCharge:
+	case payment.AttemptCharge:
 		ev, eff = order.EventPay, s.payEffect(a.PaymentMethod, nil, "")
-	case store.AttemptShipment:
+	case payment.AttemptShipment:
 		ev, eff = order.EventFulfill, s.shipEffect()
-	case store.AttemptRefund:
+	case payment.AttemptRefund:
 		ev, eff = order.EventCancel, s.refundEffect()
 	}
 	_, err = s.drive(ctx, rec, leaseEnd, ev, nil, eff, nil)
@@ -99,7 +100,7 @@ func (s *Service) CompleterBacklog(ctx context.Context) (store.Backlog, error) {
 
 // AttemptsNeedingAttention returns at most limit (1–100) of the tenant's
 // provider attempts parked as needs_attention, oldest first.
-func (s *Service) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]store.Attempt, error) {
+func (s *Service) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]payment.Attempt, error) {
 	return s.store.AttemptsNeedingAttention(ctx, tenantID, min(max(limit, 1), 100))
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 )
 
 // OrderSearch selects orders for operators: of the tenants Tenants
@@ -68,7 +69,7 @@ type OperatorLister interface {
 	// AttemptsByProviderRef returns the provider attempts of the selected
 	// tenants whose provider object id (ProviderRef: a charge's or a
 	// shipment's id at the provider) is ref, oldest first.
-	AttemptsByProviderRef(ctx context.Context, tenants TenantFilter, ref string) ([]Attempt, error)
+	AttemptsByProviderRef(ctx context.Context, tenants TenantFilter, ref string) ([]payment.Attempt, error)
 
 	// DeliveryBacklog counts the webhook outbox as of the store's clock.
 	DeliveryBacklog(ctx context.Context) (DeliveryBacklog, error)

@@ -7,6 +7,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 )
 
 // TenantFilter selects the tenants an operator query reads. It exists only
@@ -35,7 +36,7 @@ func (f TenantFilter) Matches(tenantID string) bool {
 type OrderHistory struct {
 	Order      order.Order
 	Events     []event.Stored
-	Attempts   []Attempt
+	Attempts   []payment.Attempt
 	Deliveries []event.Delivery
 	Keys       []idempotency.Record
 }
@@ -78,7 +79,7 @@ type OperatorStore interface {
 
 	// ParkedAttempts returns at most f.Limit attempts in status
 	// needs_attention of the tenants f selects, oldest first.
-	ParkedAttempts(ctx context.Context, f ParkedFilter) ([]Attempt, error)
+	ParkedAttempts(ctx context.Context, f ParkedFilter) ([]payment.Attempt, error)
 
 	// FindOrder returns order id if its tenant is selected, or ErrNotFound.
 	FindOrder(ctx context.Context, tenants TenantFilter, id string) (order.Order, error)

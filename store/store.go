@@ -113,48 +113,6 @@ func LeaseOf(r idempotency.Record) Lease {
 	return Lease{TenantID: r.TenantID, KeyHash: r.KeyHash, Token: r.FencingToken}
 }
 
-// AttemptKind is what a provider attempt does.
-type AttemptKind string
-
-// Attempt kinds.
-const (
-	AttemptCharge   AttemptKind = "charge"
-	AttemptShipment AttemptKind = "shipment"
-	AttemptRefund   AttemptKind = "refund"
-)
-
-// AttemptStatus is where a provider attempt stands.
-type AttemptStatus string
-
-// Attempt statuses. Pending and Unknown are open; the rest are settled.
-const (
-	// AttemptPending: recorded; the call may or may not have been sent.
-	AttemptPending AttemptStatus = "pending"
-	// AttemptSucceeded: the provider captured, shipped or refunded.
-	AttemptSucceeded AttemptStatus = "succeeded"
-	// AttemptDeclined: the provider declined the charge (final).
-	AttemptDeclined AttemptStatus = "declined"
-	// AttemptRejected: the provider refused for good (out of stock, invalid).
-	AttemptRejected AttemptStatus = "rejected"
-	// AttemptFailed: the provider answered with a retryable failure; nothing
-	// happened there.
-	AttemptFailed AttemptStatus = "failed"
-	// AttemptUnknown: the call was sent and no answer came back.
-	AttemptUnknown AttemptStatus = "unknown"
-	// AttemptNeedsAttention: the outcome stayed unknown past the age a
-	// provider keeps its idempotency keys, so neither asking nor calling
-	// again can be trusted. It stays open — no other provider call on its
-	// order runs — until a person settles it.
-	AttemptNeedsAttention AttemptStatus = "needs_attention"
-)
-
-// Open reports whether an attempt with status s may still take effect or is
-// waiting for a person: pending, unknown or needs_attention. Another
-// provider call on the same order must not overlap it.
-func (s AttemptStatus) Open() bool {
-	return s == AttemptPending || s == AttemptUnknown || s == AttemptNeedsAttention
-}
-
 // Claim is an idempotency key a request claims: the embedded Record's
 // identity and request members (TenantID, KeyHash, Fingerprint, Derived,
 // Operation, ResourceID, and for a create's completed claim ErrorCode and
@@ -206,32 +164,6 @@ type Backlog struct {
 	OldestDue time.Time
 }
 
-// Attempt is one logical provider call, identified by the idempotency key
-// sent to the provider (ProviderKey): a charge of one order version, a
-// shipment, a refund. Amount is in minor units of Currency.
-type Attempt struct {
-	ProviderKey   string
-	TenantID      string
-	OrderID       string
-	Kind          AttemptKind
-	Status        AttemptStatus
-	Amount        int64
-	Currency      string
-	PaymentMethod string
-	ProviderRef   string
-	ErrorCode     string
-	// IntentID is the provider object the attempt created (a
-	// payment.Intent's ID), recorded between Prepare and Confirm; "" until
-	// then. Written once (RecordAttemptProgress).
-	IntentID string
-	// KeySentAt is when the attempt's provider key was first sent (zero if
-	// never): a key older than the provider's retention margin is never
-	// resent, the attempt is resolved by reading the object instead.
-	KeySentAt time.Time
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
 // AttemptProgress is what a leased request records on its open attempt
 // between provider calls (issue 15): the time its provider key is first
 // sent, and the provider object the first call created.
@@ -256,7 +188,7 @@ var ErrIntentConflict = errors.New("store: the attempt records another provider 
 // AttemptUpdate settles (or re-opens) an attempt.
 type AttemptUpdate struct {
 	ProviderKey string
-	Status      AttemptStatus
+	Status      payment.AttemptStatus
 	ProviderRef string
 	ErrorCode   string
 	At          time.Time
@@ -300,7 +232,7 @@ type NewOrder struct {
 // A zero Intent (From empty) records nothing.
 type Intent struct {
 	From              order.State
-	Kind              AttemptKind
+	Kind              payment.AttemptKind
 	ProviderKeyPrefix string
 	Versioned         bool
 	Amount            *int64
@@ -332,7 +264,7 @@ type Started struct {
 	Acquired bool
 	Key      idempotency.Record
 	Order    *order.Order
-	Attempt  *Attempt
+	Attempt  *payment.Attempt
 	// IntentAt is the intent's At: an Attempt this call opened (inserted,
 	// or re-opened from failed) has UpdatedAt equal to it, to the
 	// microsecond; one it found open keeps its own.
@@ -385,7 +317,7 @@ type Executor interface {
 	// ErrAttemptInFlight (another attempt on the order is open, or this
 	// provider key is open with another payment method: joining it would
 	// give this request another request's outcome).
-	RecordAttempt(ctx context.Context, lease Lease, a Attempt, orderVersion int64) (Attempt, error)
+	RecordAttempt(ctx context.Context, lease Lease, a payment.Attempt, orderVersion int64) (payment.Attempt, error)
 
 	// CompleteKey records outcome (Operation is kept from the claim;
 	// ResourceID, ErrorCode and ErrorDetail are written) on the key held
@@ -409,7 +341,7 @@ type Executor interface {
 	// attempt (its attempt key), else ErrLeaseLost. Recording an IntentID
 	// the attempt holds already is a no-op; another is ErrIntentConflict.
 	// It returns the attempt as stored.
-	RecordAttemptProgress(ctx context.Context, lease Lease, p AttemptProgress) (Attempt, error)
+	RecordAttemptProgress(ctx context.Context, lease Lease, p AttemptProgress) (payment.Attempt, error)
 
 	// SettleAttempt applies u to its attempt unless the attempt is already
 	// settled for good (succeeded, declined, rejected): a late, stale
@@ -440,10 +372,10 @@ type Executor interface {
 
 	// AttemptsNeedingAttention returns at most limit of the tenant's
 	// attempts in status needs_attention, oldest first.
-	AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]Attempt, error)
+	AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]payment.Attempt, error)
 
 	// GetAttempt returns the attempt with providerKey, or ErrNotFound.
-	GetAttempt(ctx context.Context, providerKey string) (Attempt, error)
+	GetAttempt(ctx context.Context, providerKey string) (payment.Attempt, error)
 
 	// Sweep applies the key lifecycle as of the database's clock, touching
 	// at most limit rows per step: completed client keys past ExpiresAt

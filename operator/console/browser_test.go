@@ -13,6 +13,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/operator/console"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
 )
@@ -61,7 +62,7 @@ func TestBrowserResolveParkedAttempt(t *testing.T) {
 			if got := text(t, ctx, "#outcome"); got != "not_succeeded" {
 				t.Fatalf("resolve outcome shown %q, want not_succeeded (page: %s)", got, text(t, ctx, "main"))
 			}
-			if got := f.attempt(a.ProviderKey); got.Status != store.AttemptDeclined {
+			if got := f.attempt(a.ProviderKey); got.Status != payment.AttemptDeclined {
 				t.Fatalf("attempt after the console's resolution is %s, want declined", got.Status)
 			}
 			if st, body := f.pay(o, "pay-2", "pm_card_visa"); st != http.StatusOK {
@@ -152,7 +153,7 @@ func TestBrowserCSRFAndReader(t *testing.T) {
 	if got := text(t, ctx, "main"); !strings.Contains(got, "HTTP 403") || !strings.Contains(got, "CSRF") {
 		t.Fatalf("a form without its CSRF token answered %q; want a 403 naming CSRF", got)
 	}
-	if got := f.attempt(a.ProviderKey); got.Status != store.AttemptNeedsAttention {
+	if got := f.attempt(a.ProviderKey); got.Status != payment.AttemptNeedsAttention {
 		t.Fatalf("a refused form changed the attempt to %s", got.Status)
 	}
 	// A reader, in a fresh tab of its own (a new browser context: no cookie).
@@ -179,7 +180,7 @@ func TestBrowserCSRFAndReader(t *testing.T) {
 	if st != http.StatusForbidden || !strings.Contains(body, "may only read") {
 		t.Fatalf("a reader's forged POST: %d %s; want 403", st, body)
 	}
-	if got := f.attempt(a.ProviderKey); got.Status != store.AttemptNeedsAttention {
+	if got := f.attempt(a.ProviderKey); got.Status != payment.AttemptNeedsAttention {
 		t.Fatalf("a reader's forged POST changed the attempt to %s", got.Status)
 	}
 	if as, err := f.ops.Store().ListOperatorActions(context.Background(), store.ActionSearch{Tenants: store.AnyTenant, Limit: 10}); err != nil ||

@@ -128,7 +128,7 @@ func (f *fixture) create(in order.NewOrderInput) order.Order {
 // park creates an order and pays it with pm_fault_timeout under key
 // "pay-1": the answer is lost, and past UnresolvedAfter the completer
 // parks the attempt (paysim knows no such charge).
-func (f *fixture) park() (order.Order, store.Attempt) {
+func (f *fixture) park() (order.Order, payment.Attempt) {
 	f.t.Helper()
 	ctx := context.Background()
 	o := f.create(input)
@@ -152,7 +152,7 @@ func (f *fixture) park() (order.Order, store.Attempt) {
 		f.clk.Advance(15 * time.Minute)
 	}
 	f.t.Fatalf("the attempt of %s was never parked", o.ID)
-	return o, store.Attempt{}
+	return o, payment.Attempt{}
 }
 
 // pay is the tenant API's pay of o under key.
@@ -172,7 +172,7 @@ func (f *fixture) pay(o order.Order, key, method string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-func (f *fixture) attempt(key string) store.Attempt {
+func (f *fixture) attempt(key string) payment.Attempt {
 	f.t.Helper()
 	a, err := f.env.Store.GetAttempt(context.Background(), key)
 	if err != nil {

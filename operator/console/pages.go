@@ -17,6 +17,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
 )
@@ -289,7 +290,7 @@ func (h *handler) orderPage(w http.ResponseWriter, r *http.Request) {
 	for _, a := range hist.Attempts {
 		v := service.ViewAttempt(a)
 		d.Attempts = append(d.Attempts, v)
-		if a.Status == store.AttemptNeedsAttention {
+		if a.Status == payment.AttemptNeedsAttention {
 			d.Parked = true
 		}
 		detail := v.ProviderKey

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -144,9 +145,9 @@ func acquireArgs(c store.Claim) []any {
 
 // RecordAttempt implements store.Executor. It must run in a transaction
 // (Store.RecordAttempt opens one).
-func (e executor) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, orderVersion int64) (store.Attempt, error) {
+func (e executor) RecordAttempt(ctx context.Context, l store.Lease, a payment.Attempt, orderVersion int64) (payment.Attempt, error) {
 	if err := e.db.exec(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, a.ProviderKey); err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	var version int64
 	err := e.db.query(ctx, lockOrderVersion, []any{a.OrderID, a.TenantID}, func(rows pgx.Rows) error {
@@ -155,22 +156,22 @@ func (e executor) RecordAttempt(ctx context.Context, l store.Lease, a store.Atte
 		return err
 	})
 	if err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	if version != orderVersion {
-		return store.Attempt{}, store.ErrVersionConflict
+		return payment.Attempt{}, store.ErrVersionConflict
 	}
 	// Guarded, in this order; a pipelined transaction sends them with the
 	// read below, and a guard's raise surfaces from it.
 	if err := e.db.exec(ctx, noOtherOpenAttempt, a.OrderID, a.ProviderKey); err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	if err := e.db.exec(ctx, sameKeyOtherMethod, a.ProviderKey, a.PaymentMethod); err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	if err := e.db.exec(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
 		a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode), a.CreatedAt, a.UpdatedAt); err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	return e.GetAttempt(ctx, a.ProviderKey)
 }
@@ -203,12 +204,12 @@ func (e executor) SettleAttempt(ctx context.Context, u store.AttemptUpdate) erro
 
 // RecordAttemptProgress implements store.Executor in one statement, sent
 // at once.
-func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p store.AttemptProgress) (store.Attempt, error) {
+func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p store.AttemptProgress) (payment.Attempt, error) {
 	var sent *time.Time
 	if !p.SentAt.IsZero() {
 		sent = &p.SentAt
 	}
-	var a *store.Attempt
+	var a *payment.Attempt
 	err := e.db.query(ctx, recordAttemptProgress, []any{l.TenantID, l.KeyHash, l.Token, p.ProviderKey, p.IntentID, sent},
 		func(rows pgx.Rows) error {
 			for rows.Next() {
@@ -222,9 +223,9 @@ func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p st
 		})
 	switch {
 	case err != nil:
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	case a == nil:
-		return store.Attempt{}, store.ErrLeaseLost
+		return payment.Attempt{}, store.ErrLeaseLost
 	case p.IntentID != "" && a.IntentID != p.IntentID:
 		return *a, store.ErrIntentConflict
 	}
@@ -261,15 +262,15 @@ func (e executor) ForgetKey(ctx context.Context, l store.Lease) error {
 }
 
 // AttemptsNeedingAttention implements store.Executor.
-func (e executor) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]store.Attempt, error) {
-	var out []store.Attempt
+func (e executor) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]payment.Attempt, error) {
+	var out []payment.Attempt
 	err := e.db.query(ctx, attemptsNeedingAttention, []any{tenantID, limit}, collectAttempts(&out))
 	return out, translate(err)
 }
 
 // collectAttempts returns a row handler that appends every row, read as
 // attemptColumns, to out.
-func collectAttempts(out *[]store.Attempt) func(pgx.Rows) error {
+func collectAttempts(out *[]payment.Attempt) func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c attemptCols
@@ -283,8 +284,8 @@ func collectAttempts(out *[]store.Attempt) func(pgx.Rows) error {
 }
 
 // GetAttempt implements store.Executor.
-func (e executor) GetAttempt(ctx context.Context, providerKey string) (store.Attempt, error) {
-	var a *store.Attempt
+func (e executor) GetAttempt(ctx context.Context, providerKey string) (payment.Attempt, error) {
+	var a *payment.Attempt
 	err := e.db.query(ctx, selectAttempt, []any{providerKey}, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c attemptCols
@@ -296,10 +297,10 @@ func (e executor) GetAttempt(ctx context.Context, providerKey string) (store.Att
 		return nil
 	})
 	if err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	if a == nil {
-		return store.Attempt{}, store.ErrNotFound
+		return payment.Attempt{}, store.ErrNotFound
 	}
 	return *a, nil
 }

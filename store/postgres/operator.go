@@ -10,6 +10,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -24,14 +25,14 @@ func tenantArgs(f store.TenantFilter, more ...any) []any {
 }
 
 // ParkedAttempts implements store.OperatorStore.
-func (s *Store) ParkedAttempts(ctx context.Context, f store.ParkedFilter) ([]store.Attempt, error) {
+func (s *Store) ParkedAttempts(ctx context.Context, f store.ParkedFilter) ([]payment.Attempt, error) {
 	return s.attempts(ctx, `SELECT `+attemptColumns+` FROM provider_attempts
 WHERE status = 'needs_attention' AND `+tenantsWhere+` ORDER BY updated_at, provider_key LIMIT $3`,
 		tenantArgs(f.Tenants, max(f.Limit, 1))...)
 }
 
-func (s *Store) attempts(ctx context.Context, sql string, args ...any) ([]store.Attempt, error) {
-	var out []store.Attempt
+func (s *Store) attempts(ctx context.Context, sql string, args ...any) ([]payment.Attempt, error) {
+	var out []payment.Attempt
 	err := s.db.query(ctx, sql, args, collectAttempts(&out))
 	return out, translate(err)
 }

@@ -40,6 +40,7 @@ import (
 
 	"github.com/orderly/orderly/migrations"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -114,8 +115,8 @@ func (s *Store) InTx(ctx context.Context, fn func(tx store.Executor) error) erro
 }
 
 // RecordAttempt implements store.Store in one transaction.
-func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, orderVersion int64) (store.Attempt, error) {
-	var out store.Attempt
+func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a payment.Attempt, orderVersion int64) (payment.Attempt, error) {
+	var out payment.Attempt
 	err := s.InTx(ctx, func(tx store.Executor) error {
 		var err error
 		out, err = tx.RecordAttempt(ctx, l, a, orderVersion)

@@ -7,7 +7,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
-	"github.com/orderly/orderly/store"
+	"github.com/orderly/orderly/payment"
 )
 
 // The scanners below hold one row's columns as pointers, so the same code
@@ -86,12 +86,12 @@ func (c *attemptCols) targets() []any {
 }
 
 // attempt returns the scanned attempt, or nil when the columns were NULL.
-func (c *attemptCols) attempt() *store.Attempt {
+func (c *attemptCols) attempt() *payment.Attempt {
 	if c.key == nil {
 		return nil
 	}
-	return &store.Attempt{ProviderKey: *c.key, TenantID: deref(c.tenant), OrderID: deref(c.orderID),
-		Kind: store.AttemptKind(deref(c.kind)), Status: store.AttemptStatus(deref(c.status)),
+	return &payment.Attempt{ProviderKey: *c.key, TenantID: deref(c.tenant), OrderID: deref(c.orderID),
+		Kind: payment.AttemptKind(deref(c.kind)), Status: payment.AttemptStatus(deref(c.status)),
 		Amount: deref(c.amount), Currency: deref(c.currency), PaymentMethod: deref(c.method),
 		ProviderRef: deref(c.ref), ErrorCode: deref(c.code), IntentID: deref(c.intent), KeySentAt: utc(deref(c.sent)),
 		CreatedAt: utc(deref(c.created)), UpdatedAt: utc(deref(c.updated))}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -49,7 +50,7 @@ ORDER BY created_at DESC, id DESC LIMIT ?3`, tenantArgs(q.Tenants, max(q.Limit, 
 }
 
 // AttemptsByProviderRef implements store.OperatorLister.
-func (s *Store) AttemptsByProviderRef(ctx context.Context, tenants store.TenantFilter, ref string) ([]store.Attempt, error) {
+func (s *Store) AttemptsByProviderRef(ctx context.Context, tenants store.TenantFilter, ref string) ([]payment.Attempt, error) {
 	return rowsOf(ctx, s.db, scanAttempt, `SELECT `+attemptColumns+` FROM provider_attempts WHERE `+tenantsWhere+`
   AND provider_ref = ?3 ORDER BY created_at, provider_key`, tenantArgs(tenants, ref)...)
 }

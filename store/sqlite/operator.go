@@ -8,6 +8,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -40,7 +41,7 @@ func rowsOf[T any](ctx context.Context, c conn, scan func(scanner) (T, error), q
 }
 
 // ParkedAttempts implements store.OperatorStore.
-func (s *Store) ParkedAttempts(ctx context.Context, f store.ParkedFilter) ([]store.Attempt, error) {
+func (s *Store) ParkedAttempts(ctx context.Context, f store.ParkedFilter) ([]payment.Attempt, error) {
 	return rowsOf(ctx, s.db, scanAttempt, `SELECT `+attemptColumns+` FROM provider_attempts
 WHERE status = 'needs_attention' AND `+tenantsWhere+` ORDER BY updated_at, provider_key LIMIT ?3`,
 		tenantArgs(f.Tenants, max(f.Limit, 1))...)

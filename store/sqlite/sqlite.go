@@ -24,6 +24,7 @@ import (
 	"github.com/orderly/orderly/internal/sqlitefile"
 	"github.com/orderly/orderly/migrations"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -162,31 +163,31 @@ func (e executor) AcquireLease(ctx context.Context, c store.Claim) (idempotency.
 }
 
 // RecordAttempt implements store.Executor. It must run in a transaction.
-func (e executor) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, version int64) (store.Attempt, error) {
+func (e executor) RecordAttempt(ctx context.Context, l store.Lease, a payment.Attempt, version int64) (payment.Attempt, error) {
 	if err := fenced(e.c.ExecContext(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, a.ProviderKey)); err != nil {
-		return store.Attempt{}, err
+		return payment.Attempt{}, err
 	}
 	var current int64
 	if err := e.c.QueryRowContext(ctx, orderVersion, a.OrderID, a.TenantID).Scan(&current); err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	if current != version {
-		return store.Attempt{}, store.ErrVersionConflict
+		return payment.Attempt{}, store.ErrVersionConflict
 	}
 	if err := e.noOtherOpenAttempt(ctx, a.OrderID, a.ProviderKey); err != nil {
-		return store.Attempt{}, err
+		return payment.Attempt{}, err
 	}
 	var clash bool
 	if err := e.c.QueryRowContext(ctx, sameKeyOtherMethod, a.ProviderKey, a.PaymentMethod).Scan(&clash); err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	if clash {
-		return store.Attempt{}, store.ErrAttemptInFlight
+		return payment.Attempt{}, store.ErrAttemptInFlight
 	}
 	if _, err := e.c.ExecContext(ctx, insertAttempt, a.ProviderKey, a.TenantID, a.OrderID, string(a.Kind), string(a.Status),
 		a.Amount, a.Currency, a.PaymentMethod, nullable(a.ProviderRef), nullable(a.ErrorCode),
 		micros(a.CreatedAt), micros(a.UpdatedAt)); err != nil {
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	}
 	return e.GetAttempt(ctx, a.ProviderKey)
 }
@@ -288,13 +289,13 @@ func (e executor) ForgetKey(ctx context.Context, l store.Lease) error {
 }
 
 // AttemptsNeedingAttention implements store.Executor.
-func (e executor) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]store.Attempt, error) {
+func (e executor) AttemptsNeedingAttention(ctx context.Context, tenantID string, limit int) ([]payment.Attempt, error) {
 	rows, err := e.c.QueryContext(ctx, attemptsNeedingAttention, tenantID, limit)
 	if err != nil {
 		return nil, translate(err)
 	}
 	defer rows.Close()
-	var out []store.Attempt
+	var out []payment.Attempt
 	for rows.Next() {
 		a, err := scanAttempt(rows)
 		if err != nil {
@@ -306,13 +307,13 @@ func (e executor) AttemptsNeedingAttention(ctx context.Context, tenantID string,
 }
 
 // GetAttempt implements store.Executor.
-func (e executor) GetAttempt(ctx context.Context, providerKey string) (store.Attempt, error) {
+func (e executor) GetAttempt(ctx context.Context, providerKey string) (payment.Attempt, error) {
 	a, err := scanAttempt(e.c.QueryRowContext(ctx, selectAttempt, providerKey))
 	return a, translate(err)
 }
 
 // RecordAttemptProgress implements store.Executor in one statement.
-func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p store.AttemptProgress) (store.Attempt, error) {
+func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p store.AttemptProgress) (payment.Attempt, error) {
 	var sent any
 	if !p.SentAt.IsZero() {
 		sent = micros(p.SentAt)
@@ -320,9 +321,9 @@ func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p st
 	a, err := scanAttempt(e.c.QueryRowContext(ctx, recordAttemptProgress, l.TenantID, l.KeyHash, l.Token, p.ProviderKey, p.IntentID, sent))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return store.Attempt{}, store.ErrLeaseLost
+		return payment.Attempt{}, store.ErrLeaseLost
 	case err != nil:
-		return store.Attempt{}, translate(err)
+		return payment.Attempt{}, translate(err)
 	case p.IntentID != "" && a.IntentID != p.IntentID:
 		return a, store.ErrIntentConflict
 	}
@@ -426,7 +427,7 @@ func (s *Store) AcquireLease(ctx context.Context, c store.Claim) (r idempotency.
 }
 
 // RecordAttempt implements store.Store in one IMMEDIATE transaction.
-func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a store.Attempt, version int64) (out store.Attempt, err error) {
+func (s *Store) RecordAttempt(ctx context.Context, l store.Lease, a payment.Attempt, version int64) (out payment.Attempt, err error) {
 	err = s.InTx(ctx, func(tx store.Executor) error {
 		out, err = tx.RecordAttempt(ctx, l, a, version)
 		return err
@@ -477,8 +478,8 @@ func startLeased(ctx context.Context, e executor, c store.Claim, in store.Intent
 		pk := in.ProviderKey(st.Order.Version)
 		if r.AttemptKey == "" || r.AttemptKey == pk {
 			o := *st.Order
-			a := store.Attempt{ProviderKey: pk, TenantID: o.TenantID, OrderID: o.ID, Kind: in.Kind,
-				Status: store.AttemptPending, Amount: o.Amount, Currency: o.Currency,
+			a := payment.Attempt{ProviderKey: pk, TenantID: o.TenantID, OrderID: o.ID, Kind: in.Kind,
+				Status: payment.AttemptPending, Amount: o.Amount, Currency: o.Currency,
 				PaymentMethod: in.PaymentMethod, CreatedAt: in.At, UpdatedAt: in.At}
 			// A refused attempt records nothing: its writes are undone to
 			// the savepoint and the lease stays acquired.
@@ -593,15 +594,15 @@ func scanKey(row scanner) (idempotency.Record, error) {
 	return r, err
 }
 
-func scanAttempt(row scanner) (store.Attempt, error) {
-	var a store.Attempt
+func scanAttempt(row scanner) (payment.Attempt, error) {
+	var a payment.Attempt
 	var kind, status string
 	var ref, code, intent sql.NullString
 	var created, updated int64
 	var sent sql.NullInt64
 	err := row.Scan(&a.ProviderKey, &a.TenantID, &a.OrderID, &kind, &status, &a.Amount, &a.Currency,
 		&a.PaymentMethod, &ref, &code, &created, &updated, &intent, &sent)
-	a.Kind, a.Status = store.AttemptKind(kind), store.AttemptStatus(status)
+	a.Kind, a.Status = payment.AttemptKind(kind), payment.AttemptStatus(status)
 	a.ProviderRef, a.ErrorCode, a.IntentID, a.KeySentAt = ref.String, code.String, intent.String, zeroOrTime(sent)
 	a.CreatedAt, a.UpdatedAt = fromMicros(created), fromMicros(updated)
 	return a, err

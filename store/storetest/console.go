@@ -9,6 +9,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -59,7 +60,7 @@ func testOperatorLists(t *testing.T, open func(t *testing.T) *subject) {
 		ops := operatorOf(t, s)
 		_, a := parkedOrder(t, s)
 		if err := ops.OperatorTx(ctx, func(tx store.OperatorExecutor) error {
-			return tx.SettleParkedAttempt(ctx, store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded,
+			return tx.SettleParkedAttempt(ctx, store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded,
 				ProviderRef: "ch_ref_1", At: base.Add(time.Minute)})
 		}); err != nil {
 			t.Fatal(err)

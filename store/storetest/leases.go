@@ -11,6 +11,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -94,11 +95,11 @@ func testComplete(t *testing.T, open func(t *testing.T) *subject) {
 func testRelease(t *testing.T, open func(t *testing.T) *subject) {
 	cases := []struct {
 		to     idempotency.State
-		status store.AttemptStatus
+		status payment.AttemptStatus
 		code   string
 	}{
-		{idempotency.StateRetryableFailure, store.AttemptFailed, "rate_limited"},
-		{idempotency.StateUnknownOutcome, store.AttemptUnknown, "timeout"},
+		{idempotency.StateRetryableFailure, payment.AttemptFailed, "rate_limited"},
+		{idempotency.StateUnknownOutcome, payment.AttemptUnknown, "timeout"},
 	}
 	for _, tc := range cases {
 		t.Run("To_"+string(tc.to), func(t *testing.T) {
@@ -143,7 +144,7 @@ func testRelease(t *testing.T, open func(t *testing.T) *subject) {
 		current := mustAcquire(t, s, retryAt(stale, stale.LockedUntil.Add(time.Second)))
 
 		for _, to := range []idempotency.State{idempotency.StateRetryableFailure, idempotency.StateUnknownOutcome} {
-			u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Minute)}
+			u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Minute)}
 			if err := release(ctx, s, store.LeaseOf(stale), to, &u); !errors.Is(err, store.ErrLeaseLost) {
 				t.Errorf("Release to %s err = %v, want ErrLeaseLost", to, err)
 			}
@@ -175,7 +176,7 @@ func testFencing(t *testing.T, open func(t *testing.T) *subject) {
 
 		// A wakes up: every write it tries is refused.
 		aPaid := o.Apply(order.Paid, base.Add(time.Minute))
-		aU := store.AttemptUpdate{ProviderKey: att.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_A", At: base.Add(time.Minute)}
+		aU := store.AttemptUpdate{ProviderKey: att.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: "ch_A", At: base.Add(time.Minute)}
 		if err := complete(ctx, s, store.LeaseOf(a), completion{Outcome: outcome(o.ID), Next: &aPaid, Attempt: &aU}); !errors.Is(err, store.ErrLeaseLost) {
 			t.Fatalf("A's Complete err = %v, want ErrLeaseLost", err)
 		}
@@ -191,7 +192,7 @@ func testFencing(t *testing.T, open func(t *testing.T) *subject) {
 
 		// B completes: the final record is B's outcome.
 		bPaid := o.Apply(order.Paid, base.Add(2*time.Minute))
-		bU := store.AttemptUpdate{ProviderKey: att.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_B", At: base.Add(2 * time.Minute)}
+		bU := store.AttemptUpdate{ProviderKey: att.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: "ch_B", At: base.Add(2 * time.Minute)}
 		bOut := outcome(o.ID)
 		mustComplete(t, s, b, completion{Outcome: bOut, Next: &bPaid, Attempt: &bU})
 		assertRecord(t, mustLookup(t, s, "tenant-a", b.KeyHash), completedAs(b, bOut))
@@ -295,7 +296,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) *subject) {
 		r := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 		a := newAttempt(o, "charge-1", base)
 		mustRecordAttempt(t, s, r, a)
-		lost := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Second)}
+		lost := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Second)}
 		mustRelease(t, s, r, idempotency.StateUnknownOutcome, &lost)
 
 		got, err := s.TakeOverAbandoned(t.Context(), takeOver{Now: now, LeaseUntil: until, Limit: 10})
@@ -307,7 +308,7 @@ func testTakeOverAbandoned(t *testing.T, open func(t *testing.T) *subject) {
 			t.Fatalf("taken over = %+v; want token 2 and the attempt to resume", c)
 		}
 		// The completer asked the provider: the charge went through.
-		found := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: now}
+		found := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: "ch_1", At: now}
 		paid := o.Apply(order.Paid, now)
 		mustComplete(t, s, c, completion{Outcome: outcome(o.ID), Next: &paid, Attempt: &found})
 		assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), settledAs(settledAs(a, lost), found))
@@ -320,17 +321,17 @@ func testGetAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Run("RoundTripsEveryField", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
-		for i, kind := range []store.AttemptKind{store.AttemptCharge, store.AttemptShipment, store.AttemptRefund} {
+		for i, kind := range []payment.AttemptKind{payment.AttemptCharge, payment.AttemptShipment, payment.AttemptRefund} {
 			// One order each: two open attempts on one order are refused.
 			o := newOrder(t, "tenant-a", "cust-ü", base)
 			mustCreate(t, s, nil, o)
 			r := mustAcquire(t, s, newClaim("tenant-a", "key-"+string(kind), o.ID, base))
-			a := store.Attempt{
+			a := payment.Attempt{
 				ProviderKey:   fmt.Sprintf("%s:%s:v1", kind, o.ID),
 				TenantID:      "tenant-a",
 				OrderID:       o.ID,
 				Kind:          kind,
-				Status:        store.AttemptPending,
+				Status:        payment.AttemptPending,
 				Amount:        1<<53 + 1 + int64(i),
 				Currency:      "JPY",
 				PaymentMethod: "pm_card_ü",
@@ -447,7 +448,7 @@ func completeCancelRoundTripsCancelledAt(t *testing.T, open func(t *testing.T) *
 // completeSettlesAttempt checks: settles attempt.
 func completeSettlesAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
-	for _, st := range []store.AttemptStatus{store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected} {
+	for _, st := range []payment.AttemptStatus{payment.AttemptSucceeded, payment.AttemptDeclined, payment.AttemptRejected} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			s := open(t)
@@ -457,7 +458,7 @@ func completeSettlesAttempt(t *testing.T, open func(t *testing.T) *subject) {
 			a := newAttempt(o, "charge-1", base)
 			mustRecordAttempt(t, s, r, a)
 			u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: st, ProviderRef: "ref-1", At: base.Add(time.Second)}
-			if st != store.AttemptSucceeded {
+			if st != payment.AttemptSucceeded {
 				u.ErrorCode = "card_declined"
 			}
 			mustComplete(t, s, r, completion{Outcome: outcome(o.ID), Attempt: &u})
@@ -469,7 +470,7 @@ func completeSettlesAttempt(t *testing.T, open func(t *testing.T) *subject) {
 // completeSettledAttemptIsNotReopened checks: settled attempt is not reopened.
 func completeSettledAttemptIsNotReopened(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
-	for _, st := range []store.AttemptStatus{store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected} {
+	for _, st := range []payment.AttemptStatus{payment.AttemptSucceeded, payment.AttemptDeclined, payment.AttemptRejected} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			s := open(t)
@@ -485,11 +486,11 @@ func completeSettledAttemptIsNotReopened(t *testing.T, open func(t *testing.T) *
 			// Late, stale answers through other requests' leases.
 			second := mustAcquire(t, s, newClaim("tenant-a", "pay-2", o.ID, base.Add(time.Minute)))
 			mustComplete(t, s, second, completion{Outcome: outcome(o.ID), Attempt: &store.AttemptUpdate{
-				ProviderKey: a.ProviderKey, Status: store.AttemptFailed, ProviderRef: "ref-2", ErrorCode: "timeout", At: base.Add(time.Minute),
+				ProviderKey: a.ProviderKey, Status: payment.AttemptFailed, ProviderRef: "ref-2", ErrorCode: "timeout", At: base.Add(time.Minute),
 			}})
 			third := mustAcquire(t, s, newClaim("tenant-a", "pay-3", o.ID, base.Add(time.Minute)))
 			mustRelease(t, s, third, idempotency.StateUnknownOutcome, &store.AttemptUpdate{
-				ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, At: base.Add(time.Hour),
+				ProviderKey: a.ProviderKey, Status: payment.AttemptUnknown, At: base.Add(time.Hour),
 			})
 			assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), settled)
 		})
@@ -499,7 +500,7 @@ func completeSettledAttemptIsNotReopened(t *testing.T, open func(t *testing.T) *
 // completeNextIsRefusedWhileAnotherAttemptIsOpen checks: next is refused while another attempt is open.
 func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
-	for _, st := range []store.AttemptStatus{store.AttemptPending, store.AttemptUnknown} {
+	for _, st := range []payment.AttemptStatus{payment.AttemptPending, payment.AttemptUnknown} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			s, ctx := open(t), t.Context()
@@ -508,16 +509,16 @@ func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *t
 			charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 			a := newAttempt(o, "charge-1", base)
 			mustRecordAttempt(t, s, charge, a)
-			if st == store.AttemptUnknown {
+			if st == payment.AttemptUnknown {
 				mustRelease(t, s, charge, idempotency.StateUnknownOutcome, &store.AttemptUpdate{
-					ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, At: base.Add(time.Second),
+					ProviderKey: a.ProviderKey, Status: payment.AttemptUnknown, At: base.Add(time.Second),
 				})
 			}
 			before := mustGetAttempt(t, s, a.ProviderKey)
 
 			cancel := mustAcquire(t, s, newClaim("tenant-a", "cancel-1", o.ID, base.Add(time.Minute)))
 			cancelled := o.Apply(order.Cancelled, base.Add(time.Minute))
-			other := store.AttemptUpdate{ProviderKey: "refund-x", Status: store.AttemptSucceeded, At: base.Add(time.Minute)}
+			other := store.AttemptUpdate{ProviderKey: "refund-x", Status: payment.AttemptSucceeded, At: base.Add(time.Minute)}
 			for name, c := range map[string]completion{
 				"WithoutAttempt":     {Outcome: outcome(o.ID), Next: &cancelled},
 				"WithAnotherAttempt": {Outcome: outcome(o.ID), Next: &cancelled, Attempt: &other},
@@ -533,7 +534,7 @@ func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *t
 
 			// Once the attempt is settled, the transition goes through.
 			settler := charge
-			if st == store.AttemptUnknown {
+			if st == payment.AttemptUnknown {
 				got, err := s.TakeOverAbandoned(ctx, takeOver{Now: base.Add(time.Minute), LeaseUntil: base.Add(time.Minute + leaseFor), Limit: 10})
 				if err != nil || len(got) != 1 {
 					t.Fatalf("TakeOverAbandoned = %d records, %v; want the charge's key", len(got), err)
@@ -542,7 +543,7 @@ func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *t
 			}
 			mustComplete(t, s, settler, completion{Outcome: idempotency.Record{
 				ResourceID: o.ID, ErrorCode: apperr.EDeclined, ErrorDetail: "declined",
-			}, Attempt: &store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptDeclined, At: base.Add(time.Minute)}})
+			}, Attempt: &store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptDeclined, At: base.Add(time.Minute)}})
 			mustComplete(t, s, cancel, completion{Outcome: outcome(o.ID), Next: &cancelled})
 			assertOrder(t, mustGet(t, s, "tenant-a", o.ID), cancelled)
 		})
@@ -575,7 +576,7 @@ func completeStaleLeaseIsLostAndWritesNothing(t *testing.T, open func(t *testing
 	current := mustAcquire(t, s, retryAt(stale, stale.LockedUntil.Add(time.Second)))
 
 	paid := o.Apply(order.Paid, base.Add(time.Minute))
-	u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Minute)}
+	u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Minute)}
 	c := completion{Outcome: outcome(o.ID), Next: &paid, Attempt: &u}
 	otherTenant := store.LeaseOf(current)
 	otherTenant.TenantID = "tenant-b"
@@ -656,7 +657,7 @@ func completeWrongVersionConflictsAndWritesNothing(t *testing.T, open func(t *te
 			a := newAttempt(o, "charge-1", base.Add(time.Hour))
 			mustRecordAttemptAt(t, s, r, a, paid.Version)
 			r = mustLookup(t, s, next.TenantID, r.KeyHash)
-			u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(2 * time.Hour)}
+			u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(2 * time.Hour)}
 			err := complete(ctx, s, store.LeaseOf(r), completion{Outcome: outcome(o.ID), Next: &next, Attempt: &u})
 			if !errors.Is(err, store.ErrVersionConflict) {
 				t.Fatalf("Complete err = %v, want ErrVersionConflict", err)
@@ -908,8 +909,8 @@ func recordInsertsPendingAttemptAndMovesRecoveryPoint(t *testing.T, open func(t 
 // recordExistingProviderKeyReturnsStoredAttempt checks: existing provider key returns stored attempt.
 func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
-	for _, st := range []store.AttemptStatus{
-		store.AttemptPending, store.AttemptUnknown, store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected,
+	for _, st := range []payment.AttemptStatus{
+		payment.AttemptPending, payment.AttemptUnknown, payment.AttemptSucceeded, payment.AttemptDeclined, payment.AttemptRejected,
 	} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
@@ -920,9 +921,9 @@ func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *te
 			a := newAttempt(o, "charge-1", base)
 			mustRecordAttempt(t, s, first, a)
 			stored := a
-			if st != store.AttemptPending {
+			if st != payment.AttemptPending {
 				u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: st, ProviderRef: "ch_1", ErrorCode: "e", At: base.Add(time.Second)}
-				if st == store.AttemptUnknown {
+				if st == payment.AttemptUnknown {
 					mustRelease(t, s, first, idempotency.StateUnknownOutcome, &u)
 				} else {
 					mustComplete(t, s, first, completion{Outcome: outcome(o.ID), Attempt: &u})
@@ -933,7 +934,7 @@ func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *te
 			second := mustAcquire(t, s, newClaim("tenant-a", "pay-2", o.ID, base.Add(time.Minute)))
 			again := newAttempt(o, a.ProviderKey, base.Add(time.Minute))
 			again.Amount = 1
-			if st == store.AttemptPending || st == store.AttemptUnknown {
+			if st == payment.AttemptPending || st == payment.AttemptUnknown {
 				// An open attempt made with another payment method is
 				// refused: joining it would give this request another
 				// request's outcome. Nothing is written.
@@ -964,7 +965,7 @@ func recordFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) *subjec
 	first := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 	a := newAttempt(o, "charge-1", base)
 	mustRecordAttempt(t, s, first, a)
-	failed := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptFailed, ErrorCode: "rate_limited", At: base.Add(time.Second)}
+	failed := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptFailed, ErrorCode: "rate_limited", At: base.Add(time.Second)}
 	mustRelease(t, s, first, idempotency.StateRetryableFailure, &failed)
 
 	// The retry takes the key over and tries again with another card.
@@ -972,7 +973,7 @@ func recordFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) *subjec
 	again := newAttempt(o, a.ProviderKey, base.Add(time.Minute))
 	again.PaymentMethod = "pm_card_mastercard"
 	want := a
-	want.Status, want.PaymentMethod, want.ErrorCode, want.UpdatedAt = store.AttemptPending, again.PaymentMethod, "", again.UpdatedAt
+	want.Status, want.PaymentMethod, want.ErrorCode, want.UpdatedAt = payment.AttemptPending, again.PaymentMethod, "", again.UpdatedAt
 	assertAttempt(t, mustRecordAttempt(t, s, retry, again), want)
 	assertAttempt(t, mustGetAttempt(t, s, a.ProviderKey), want)
 }
@@ -988,7 +989,7 @@ func recordStaleOrderVersionConflictsAndWritesNothing(t *testing.T, open func(t 
 	r := mustAcquire(t, s, newClaim("tenant-a", "ship-1", o.ID, base.Add(time.Hour)))
 	for _, v := range []int64{1, 3} {
 		a := newAttempt(paid, fmt.Sprintf("ship-v%d", v), base.Add(time.Hour))
-		a.Kind = store.AttemptShipment
+		a.Kind = payment.AttemptShipment
 		if _, err := s.RecordAttempt(ctx, store.LeaseOf(r), a, v); !errors.Is(err, store.ErrVersionConflict) {
 			t.Errorf("version %d: RecordAttempt err = %v, want ErrVersionConflict", v, err)
 		}
@@ -998,7 +999,7 @@ func recordStaleOrderVersionConflictsAndWritesNothing(t *testing.T, open func(t 
 	assertRecord(t, mustLookup(t, s, "tenant-a", r.KeyHash), r)
 
 	a := newAttempt(paid, "ship-v2", base.Add(time.Hour))
-	a.Kind = store.AttemptShipment
+	a.Kind = payment.AttemptShipment
 	assertAttempt(t, mustRecordAttemptAt(t, s, r, a, paid.Version), a)
 }
 
@@ -1021,7 +1022,7 @@ func recordAnotherTenantsOrderIsNotFound(t *testing.T, open func(t *testing.T) *
 // recordOpenAttemptOnTheOrderIsInFlight checks: open attempt on the order is in flight.
 func recordOpenAttemptOnTheOrderIsInFlight(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
-	for _, st := range []store.AttemptStatus{store.AttemptPending, store.AttemptUnknown} {
+	for _, st := range []payment.AttemptStatus{payment.AttemptPending, payment.AttemptUnknown} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			s, ctx := open(t), t.Context()
@@ -1030,15 +1031,15 @@ func recordOpenAttemptOnTheOrderIsInFlight(t *testing.T, open func(t *testing.T)
 			charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 			a := newAttempt(o, "charge-1", base)
 			mustRecordAttempt(t, s, charge, a)
-			if st == store.AttemptUnknown {
+			if st == payment.AttemptUnknown {
 				mustRelease(t, s, charge, idempotency.StateUnknownOutcome, &store.AttemptUpdate{
-					ProviderKey: a.ProviderKey, Status: store.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Second),
+					ProviderKey: a.ProviderKey, Status: payment.AttemptUnknown, ErrorCode: "timeout", At: base.Add(time.Second),
 				})
 			}
 
 			refund := mustAcquire(t, s, newClaim("tenant-a", "refund-1", o.ID, base.Add(time.Minute)))
 			ra := newAttempt(o, "refund-1", base.Add(time.Minute))
-			ra.Kind = store.AttemptRefund
+			ra.Kind = payment.AttemptRefund
 			if _, err := s.RecordAttempt(ctx, store.LeaseOf(refund), ra, 1); !errors.Is(err, store.ErrAttemptInFlight) {
 				t.Fatalf("RecordAttempt err = %v, want ErrAttemptInFlight", err)
 			}
@@ -1054,7 +1055,7 @@ func recordOpenAttemptOnTheOrderIsInFlight(t *testing.T, open func(t *testing.T)
 // recordSettledAttemptOnTheOrderDoesNotBlock checks: settled attempt on the order does not block.
 func recordSettledAttemptOnTheOrderDoesNotBlock(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
-	for _, st := range []store.AttemptStatus{store.AttemptSucceeded, store.AttemptDeclined, store.AttemptRejected, store.AttemptFailed} {
+	for _, st := range []payment.AttemptStatus{payment.AttemptSucceeded, payment.AttemptDeclined, payment.AttemptRejected, payment.AttemptFailed} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			s := open(t)
@@ -1068,7 +1069,7 @@ func recordSettledAttemptOnTheOrderDoesNotBlock(t *testing.T, open func(t *testi
 
 			refund := mustAcquire(t, s, newClaim("tenant-a", "refund-1", o.ID, base.Add(time.Minute)))
 			ra := newAttempt(o, "refund-1", base.Add(time.Minute))
-			ra.Kind = store.AttemptRefund
+			ra.Kind = payment.AttemptRefund
 			assertAttempt(t, mustRecordAttempt(t, s, refund, ra), ra)
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -27,14 +28,14 @@ func operatorOf(t *testing.T, s *subject) store.OperatorStore {
 
 // parkedOrder creates an order of tenant-a whose charge is parked
 // (needs_attention) with key "K" parked on it, as the service parks them.
-func parkedOrder(t *testing.T, s *subject) (order.Order, store.Attempt) {
+func parkedOrder(t *testing.T, s *subject) (order.Order, payment.Attempt) {
 	t.Helper()
 	o := newOrder(t, "tenant-a", "cust-1", base)
 	mustCreate(t, s, nil, o)
 	r := mustAcquire(t, s, newClaim("tenant-a", "K", o.ID, base))
 	a := mustRecordAttempt(t, s, r, newAttempt(o, o.ID+"/pay/1", base))
 	mustRelease(t, s, r, idempotency.StateNeedsAttention,
-		&store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptNeedsAttention, At: base.Add(time.Second)})
+		&store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptNeedsAttention, At: base.Add(time.Second)})
 	return o, a
 }
 
@@ -59,7 +60,7 @@ func testOperator(t *testing.T, open func(t *testing.T) *subject) {
 			if err != nil || len(as) != c.want {
 				t.Errorf("%s: ParkedAttempts = %d, %v; want %d", c.name, len(as), err, c.want)
 			}
-			if c.want == 1 && (as[0].ProviderKey != a.ProviderKey || as[0].Status != store.AttemptNeedsAttention) {
+			if c.want == 1 && (as[0].ProviderKey != a.ProviderKey || as[0].Status != payment.AttemptNeedsAttention) {
 				t.Errorf("%s: parked = %+v", c.name, as[0])
 			}
 			_, err = ops.FindOrder(ctx, c.f, o.ID)
@@ -95,7 +96,7 @@ func testOperator(t *testing.T, open func(t *testing.T) *subject) {
 			wg.Go(func() {
 				err := ops.OperatorTx(ctx, func(tx store.OperatorExecutor) error {
 					if err := tx.SettleParkedAttempt(ctx, store.AttemptUpdate{ProviderKey: a.ProviderKey,
-						Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Minute)}); err != nil {
+						Status: payment.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Minute)}); err != nil {
 						return err
 					}
 					n, err := tx.ResolveParkedKeys(ctx, a.ProviderKey, idempotency.Record{ResourceID: o.ID})
@@ -117,7 +118,7 @@ func testOperator(t *testing.T, open func(t *testing.T) *subject) {
 			t.Fatalf("%d settlements of one parked attempt, want 1", won.Load())
 		}
 		got, err := s.GetAttempt(ctx, a.ProviderKey)
-		if err != nil || got.Status != store.AttemptSucceeded || got.ProviderRef != "ch_1" {
+		if err != nil || got.Status != payment.AttemptSucceeded || got.ProviderRef != "ch_1" {
 			t.Fatalf("attempt = %+v, %v", got, err)
 		}
 		k := mustLookup(t, s, "tenant-a", idempotency.HashKey("K"))
@@ -126,7 +127,7 @@ func testOperator(t *testing.T, open func(t *testing.T) *subject) {
 		}
 		// A settled attempt is never settled "from parked" again.
 		err = ops.OperatorTx(ctx, func(tx store.OperatorExecutor) error {
-			return tx.SettleParkedAttempt(ctx, store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptDeclined, At: base})
+			return tx.SettleParkedAttempt(ctx, store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptDeclined, At: base})
 		})
 		if !errors.Is(err, store.ErrVersionConflict) {
 			t.Fatalf("settling a settled attempt = %v, want ErrVersionConflict", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // the attempt once each, only by the lease whose key holds the attempt with
 // its current fencing token.
 func testAttemptProgress(t *testing.T, open func(t *testing.T) *subject) {
-	setup := func(t *testing.T, s *subject) (store.Lease, store.Attempt) {
+	setup := func(t *testing.T, s *subject) (store.Lease, payment.Attempt) {
 		t.Helper()
 		o := newOrder(t, "tenant-a", "cust-1", base)
 		mustCreate(t, s, nil, o)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -85,7 +86,7 @@ func testRecovery(t *testing.T, open func(t *testing.T) *subject) {
 			t.Fatalf("backlog = %+v, %v; want 1 expired lease due since %s", b, err, crashed.LockedUntil)
 		}
 		_ = live
-		parked := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptNeedsAttention, At: now}
+		parked := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptNeedsAttention, At: now}
 		mustRelease(t, s, crashed, idempotency.StateNeedsAttention, &parked)
 		if b, err = s.AbandonedBacklog(ctx, now); err != nil || b.ExpiredLeases != 0 || b.NeedsAttention != 1 || !b.OldestDue.IsZero() {
 			t.Fatalf("backlog = %+v, %v; want 1 attempt needing attention and nothing due", b, err)

@@ -8,18 +8,19 @@ import (
 
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
 // payIntent is the intent of paying o with method at: a charge of the
 // order's version, if it is RCVD and amount and currency match.
 func payIntent(o order.Order, amount int64, currency, method string, at time.Time) store.Intent {
-	return store.Intent{From: order.Received, Kind: store.AttemptCharge, ProviderKeyPrefix: o.ID + "/pay/",
+	return store.Intent{From: order.Received, Kind: payment.AttemptCharge, ProviderKeyPrefix: o.ID + "/pay/",
 		Versioned: true, Amount: &amount, Currency: currency, PaymentMethod: method, At: at}
 }
 
 // paidIntent is an intent of kind from a PAID order, keyed by the order.
-func paidIntent(o order.Order, kind store.AttemptKind, suffix string, at time.Time) store.Intent {
+func paidIntent(o order.Order, kind payment.AttemptKind, suffix string, at time.Time) store.Intent {
 	return store.Intent{From: order.Paid, Kind: kind, ProviderKeyPrefix: o.ID + suffix, At: at}
 }
 
@@ -127,7 +128,7 @@ func startLeasedMissingOrderIsNil(t *testing.T, open func(t *testing.T) *subject
 	t.Parallel()
 	s := open(t)
 	claim := newClaim("tenant-a", "pay-1", order.NewID(), base)
-	st := mustStart(t, s, claim, store.Intent{From: order.Received, Kind: store.AttemptCharge, ProviderKeyPrefix: claim.ResourceID + "/pay/", Versioned: true, At: base})
+	st := mustStart(t, s, claim, store.Intent{From: order.Received, Kind: payment.AttemptCharge, ProviderKeyPrefix: claim.ResourceID + "/pay/", Versioned: true, At: base})
 	if !st.Acquired || st.Order != nil || st.Attempt != nil {
 		t.Fatalf("StartLeased = %+v; want acquired, no order, no attempt", st)
 	}
@@ -143,7 +144,7 @@ func startLeasedHeldKeyReturnsTheHolderWithTheCurrentOrder(t *testing.T, open fu
 	in := payIntent(o, o.Amount, o.Currency, "pm_card_visa", base)
 	first := mustStart(t, s, claim, in)
 	paid := o.Apply(order.Paid, base.Add(time.Second))
-	u := store.AttemptUpdate{ProviderKey: first.Key.AttemptKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Second)}
+	u := store.AttemptUpdate{ProviderKey: first.Key.AttemptKey, Status: payment.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Second)}
 	mustComplete(t, s, first.Key, completion{Outcome: outcome(o.ID), Next: &paid, Attempt: &u})
 
 	again := mustStart(t, s, retryAt(claim, base.Add(2*time.Second)), in)
@@ -167,11 +168,11 @@ func startLeasedAnotherOpenAttemptRecordsNothing(t *testing.T, open func(t *test
 	mustCreate(t, s, nil, o)
 	paid := o.Apply(order.Paid, base)
 	mustTransition(t, s, paid)
-	ship := mustStart(t, s, newClaim("tenant-a", "ship-1", o.ID, base), paidIntent(paid, store.AttemptShipment, "/fulfill", base))
+	ship := mustStart(t, s, newClaim("tenant-a", "ship-1", o.ID, base), paidIntent(paid, payment.AttemptShipment, "/fulfill", base))
 	if ship.Attempt == nil {
 		t.Fatal("the shipment was not recorded")
 	}
-	refund := mustStart(t, s, newClaim("tenant-a", "cancel-1", o.ID, base), paidIntent(paid, store.AttemptRefund, "/refund", base))
+	refund := mustStart(t, s, newClaim("tenant-a", "cancel-1", o.ID, base), paidIntent(paid, payment.AttemptRefund, "/refund", base))
 	if !refund.Acquired || refund.Key.AttemptKey != "" || refund.Attempt != nil {
 		t.Fatalf("refund beside an open shipment = %+v; want acquired, nothing recorded", refund)
 	}
@@ -202,10 +203,10 @@ func startLeasedFailedAttemptIsReopened(t *testing.T, open func(t *testing.T) *s
 	o := newOrder(t, "tenant-a", "cust-1", base)
 	mustCreate(t, s, nil, o)
 	first := mustStart(t, s, newClaim("tenant-a", "pay-1", o.ID, base), payIntent(o, o.Amount, o.Currency, "pm_a", base))
-	failed := store.AttemptUpdate{ProviderKey: first.Key.AttemptKey, Status: store.AttemptFailed, At: base}
+	failed := store.AttemptUpdate{ProviderKey: first.Key.AttemptKey, Status: payment.AttemptFailed, At: base}
 	mustRelease(t, s, first.Key, idempotency.StateRetryableFailure, &failed)
 	second := mustStart(t, s, newClaim("tenant-a", "pay-2", o.ID, base), payIntent(o, o.Amount, o.Currency, "pm_b", base.Add(time.Second)))
-	if second.Attempt == nil || second.Attempt.Status != store.AttemptPending || second.Attempt.PaymentMethod != "pm_b" {
+	if second.Attempt == nil || second.Attempt.Status != payment.AttemptPending || second.Attempt.PaymentMethod != "pm_b" {
 		t.Fatalf("attempt = %+v; want the failed charge re-opened as pending with pm_b", second.Attempt)
 	}
 }
@@ -219,24 +220,24 @@ func startLeasedResumedKeyContinuesOnlyItsOwnAttempt(t *testing.T, open func(t *
 	claim := newClaim("tenant-a", "pay-1", o.ID, base)
 	in := payIntent(o, o.Amount, o.Currency, "pm_a", base)
 	first := mustStart(t, s, claim, in)
-	unknown := store.AttemptUpdate{ProviderKey: first.Key.AttemptKey, Status: store.AttemptUnknown, At: base}
+	unknown := store.AttemptUpdate{ProviderKey: first.Key.AttemptKey, Status: payment.AttemptUnknown, At: base}
 	mustRelease(t, s, first.Key, idempotency.StateUnknownOutcome, &unknown)
 
 	resumed := mustStart(t, s, retryAt(claim, base.Add(time.Second)), in)
 	if !resumed.Acquired || resumed.Key.FencingToken != 2 || resumed.Key.AttemptKey != first.Key.AttemptKey {
 		t.Fatalf("resumed = %+v; want the key taken over (token 2) at its own attempt", resumed.Key)
 	}
-	if resumed.Attempt == nil || resumed.Attempt.Status != store.AttemptUnknown {
+	if resumed.Attempt == nil || resumed.Attempt.Status != payment.AttemptUnknown {
 		t.Fatalf("attempt = %+v; want its unknown charge, untouched", resumed.Attempt)
 	}
 
 	// Its charge was declined meanwhile and the order moved on: a
 	// resumed request never starts a charge at the new version.
-	declined := store.AttemptUpdate{ProviderKey: first.Key.AttemptKey, Status: store.AttemptDeclined, ErrorCode: "card_declined", At: base}
+	declined := store.AttemptUpdate{ProviderKey: first.Key.AttemptKey, Status: payment.AttemptDeclined, ErrorCode: "card_declined", At: base}
 	mustRelease(t, s, resumed.Key, idempotency.StateRetryableFailure, &declined)
 	mustTransition(t, s, o.Apply(order.Received, base.Add(2*time.Second)))
 	last := mustStart(t, s, retryAt(claim, base.Add(3*time.Second)), in)
-	if !last.Acquired || last.Key.AttemptKey != first.Key.AttemptKey || last.Attempt == nil || last.Attempt.Status != store.AttemptDeclined {
+	if !last.Acquired || last.Key.AttemptKey != first.Key.AttemptKey || last.Attempt == nil || last.Attempt.Status != payment.AttemptDeclined {
 		t.Fatalf("resumed after a decline = %+v, attempt %+v; want its own declined charge", last.Key, last.Attempt)
 	}
 	assertNotFound(t, "a charge at version 2", getErr(s.GetAttempt(t.Context(), o.ID+"/pay/2")))
@@ -288,9 +289,9 @@ func startLeasedRacingShipmentsAndRefundsNeverBothOpen(t *testing.T, open func(t
 		paid := o.Apply(order.Paid, base)
 		mustTransition(t, s, paid)
 		raceAll(racers, func(i int) error {
-			kind, suffix := store.AttemptShipment, "/fulfill"
+			kind, suffix := payment.AttemptShipment, "/fulfill"
 			if i%2 == 1 {
-				kind, suffix = store.AttemptRefund, "/refund"
+				kind, suffix = payment.AttemptRefund, "/refund"
 			}
 			_, err := s.StartLeased(t.Context(), newClaim("tenant-a", itoa(int64(round*1000+i)), o.ID, base), paidIntent(paid, kind, suffix, base))
 			if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testclock"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -749,13 +750,13 @@ func takenOver(r idempotency.Record, leaseUntil time.Time) idempotency.Record {
 }
 
 // newAttempt returns a pending charge of o with providerKey, recorded at.
-func newAttempt(o order.Order, providerKey string, at time.Time) store.Attempt {
-	return store.Attempt{
+func newAttempt(o order.Order, providerKey string, at time.Time) payment.Attempt {
+	return payment.Attempt{
 		ProviderKey:   providerKey,
 		TenantID:      o.TenantID,
 		OrderID:       o.ID,
-		Kind:          store.AttemptCharge,
-		Status:        store.AttemptPending,
+		Kind:          payment.AttemptCharge,
+		Status:        payment.AttemptPending,
 		Amount:        o.Amount,
 		Currency:      o.Currency,
 		PaymentMethod: "pm_card_visa",
@@ -765,7 +766,7 @@ func newAttempt(o order.Order, providerKey string, at time.Time) store.Attempt {
 }
 
 // settledAs returns a as the update u leaves it.
-func settledAs(a store.Attempt, u store.AttemptUpdate) store.Attempt {
+func settledAs(a payment.Attempt, u store.AttemptUpdate) payment.Attempt {
 	a.Status, a.ErrorCode, a.UpdatedAt = u.Status, u.ErrorCode, u.At
 	if u.ProviderRef != "" {
 		a.ProviderRef = u.ProviderRef
@@ -805,12 +806,12 @@ func mustAcquire(t *testing.T, s *subject, claim idempotency.Record) idempotency
 }
 
 // mustRecordAttempt records a under r's lease on its order at version 1.
-func mustRecordAttempt(t *testing.T, s *subject, r idempotency.Record, a store.Attempt) store.Attempt {
+func mustRecordAttempt(t *testing.T, s *subject, r idempotency.Record, a payment.Attempt) payment.Attempt {
 	t.Helper()
 	return mustRecordAttemptAt(t, s, r, a, 1)
 }
 
-func mustRecordAttemptAt(t *testing.T, s *subject, r idempotency.Record, a store.Attempt, version int64) store.Attempt {
+func mustRecordAttemptAt(t *testing.T, s *subject, r idempotency.Record, a payment.Attempt, version int64) payment.Attempt {
 	t.Helper()
 	got, err := s.RecordAttempt(t.Context(), store.LeaseOf(r), a, version)
 	if err != nil {
@@ -851,7 +852,7 @@ func mustLookup(t *testing.T, s *subject, tenant, keyHash string) idempotency.Re
 	return r
 }
 
-func mustGetAttempt(t *testing.T, s *subject, providerKey string) store.Attempt {
+func mustGetAttempt(t *testing.T, s *subject, providerKey string) payment.Attempt {
 	t.Helper()
 	a, err := s.GetAttempt(t.Context(), providerKey)
 	if err != nil {
@@ -927,7 +928,7 @@ func assertRecord(t *testing.T, got, want idempotency.Record) {
 }
 
 // assertAttempt checks every field of got against want.
-func assertAttempt(t *testing.T, got, want store.Attempt) {
+func assertAttempt(t *testing.T, got, want payment.Attempt) {
 	t.Helper()
 	var d diff
 	d.check("ProviderKey", got.ProviderKey == want.ProviderKey, got.ProviderKey, want.ProviderKey)
@@ -1222,7 +1223,7 @@ func concurrentAttemptsOnOneOrderNeverOverlap(t *testing.T, open func(t *testing
 	o := newOrder(t, "tenant-a", "cust-1", base)
 	mustCreate(t, s, nil, o)
 	leased := make([]idempotency.Record, workers)
-	attempts := make([]store.Attempt, workers)
+	attempts := make([]payment.Attempt, workers)
 	for i := range workers {
 		leased[i] = mustAcquire(t, s, newClaim("tenant-a", fmt.Sprintf("key-%d", i), o.ID, base))
 		attempts[i] = newAttempt(o, fmt.Sprintf("attempt-%d", i), base)
@@ -1263,7 +1264,7 @@ func concurrentAttemptAndTransitionOnOneOrderNeverBothWin(t *testing.T, open fun
 	type pair struct {
 		o              order.Order
 		charge, cancel idempotency.Record
-		attempt        store.Attempt
+		attempt        payment.Attempt
 		cancelled      order.Order
 	}
 	pairs := make([]pair, orders)

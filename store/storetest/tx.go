@@ -7,6 +7,7 @@ import (
 
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
 )
 
@@ -59,7 +60,7 @@ func testInTx(t *testing.T, open func(t *testing.T) *subject) {
 			}
 			before := mustGet(t, s, "tenant-a", o.ID)
 			paid := o.Apply(order.Paid, base.Add(time.Second))
-			upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: store.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Second)}
+			upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: "ch_1", At: base.Add(time.Second)}
 			err := s.InTx(ctx, func(tx store.Executor) error {
 				if tc.read {
 					if _, err := tx.GetAttempt(ctx, a.ProviderKey); err != nil {
