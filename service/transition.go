@@ -759,7 +759,7 @@ func (s *Service) shipEffect() effect {
 				// the same key — unless the attempt is past
 				// UnresolvedAfter, where it is parked as before.
 				notFound := false
-				r := s.provider(ctx, ProviderShipmentLookup, func(ctx context.Context) callResult {
+				r := s.provider(ctx, ProviderShipmentFind, func(ctx context.Context) callResult {
 					sh, err := s.warehouse.Find(ctx, ref)
 					if notFound = errors.Is(err, fulfillment.ErrShipmentNotFound); notFound {
 						return callResult{class: rejected}
