@@ -128,7 +128,9 @@
 // error types, webhook events and their signature), which this package
 // aliases and the client imports, so that orderd links no server. Package
 // paysim/paysimclient is the client of this API that Orderly uses:
-// a payment.ChargeGateway and a fulfillment.Warehouse over HTTP. Package
+// a payment.Gateway on the payment intents routes (Intents) and a
+// fulfillment.Warehouse over HTTP; it never calls the key lookups
+// (?idempotency_key=), which are paysim's own, for harnesses and tests. Package
 // paysim/simulator is the in-process equivalent, without a network or a
 // ledger file. Package paysim/testmode holds what the server and the
 // in-process simulators share: the test payment methods and SKUs that
