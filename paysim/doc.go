@@ -24,7 +24,6 @@
 //	                    201 charge {"id":"ch_…","idempotency_key","order_id","amount",
 //	                    "currency","payment_method","status":"captured","amount_refunded","created_at"}
 //	                    402 card_error, code card_declined | insufficient_funds | invalid_payment_method
-//	GET  /v1/charges?idempotency_key=K    200 charge | 402 remembered decline | 404 not_found
 //	POST /v1/payment_intents  {"order_id","reference","amount","currency"}
 //	                    201 intent {"id":"pi_…","idempotency_key","order_id","reference","amount",
 //	                    "currency","status":"requires_payment_method","amount_received":0,
@@ -77,7 +76,8 @@
 //
 // Faults are injected at three levels, and only into POSTs whose key holds
 // no outcome yet: a replay is always answered normally, so a client can
-// always learn the outcome by retrying or looking up the key.
+// always learn the outcome by retrying with the key, or by reading the
+// object (an intent by id or reference; a refund or shipment also by key).
 //
 //   - Per request, the Paysim-Fault header (FaultHeader):
 //     "drop-after-commit", "error", "timeout", "decline" (charges only) and
