@@ -49,7 +49,8 @@ func heldEnv(t *testing.T, kind string, opt testenv.Options) (*testenv.Env, *hel
 	return env, g
 }
 
-// Charge implements payment.ChargeGateway, held.
+// Confirm implements payment.Gateway, held: it waits for a release (or
+// the end of ctx) before confirming.
 func (g *heldGateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
 	g.entered <- struct{}{}
 	select {

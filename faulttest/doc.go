@@ -19,5 +19,12 @@
 // across a SIGKILL of orderd, and checks one capture, one effect and one
 // event per change.
 //
+// TestStripeCancelRefundsOnceAcrossSIGKILL (both stores) runs orderd on
+// the Stripe adapter against paysim -api stripe and kills it with SIGKILL
+// while the refund of a PAID order's cancel is at paysim, before paysim
+// committed it (a timeout fault holds it) and after (orderd frozen by
+// SIGSTOP while paysim commits); the new orderd's completer cancels the
+// order with one refund of the whole amount.
+//
 // The package holds no production code: everything else is in its tests.
 package faulttest

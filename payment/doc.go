@@ -9,9 +9,8 @@
 // docs.stripe.com/payments/paymentintents/lifecycle). The service pays
 // through Gateway: Prepare (moves no money), the intent's id recorded in
 // the attempt fenced by its lease, then Confirm; an unknown outcome is read
-// back (Retrieve, Find), a refund's by FindRefund. ChargeGateway is the
-// older, key-lookup seam, deprecated: the service no longer calls it. The
-// package holds no implementation. The in-process simulator is package
+// back (Retrieve, Find), a refund's by FindRefund. The package holds no
+// implementation. The in-process simulator is package
 // paysim/simulator (IntentGateway); paysim's HTTP client is package
 // paysim/paysimclient (Intents); the Stripe adapter is payment/stripepay.
 //

@@ -11,12 +11,6 @@ import (
 // change that. A decline is final. The concrete error is a *DeclineError.
 var ErrDeclined = errors.New("payment: declined")
 
-// ErrChargeNotFound is wrapped by the error a Gateway returns when a refund
-// names a ChargeKey under which no charge was captured (ChargeGateway, the
-// key-lookup seam the service still calls). It is ErrNotFound; new code
-// tests for ErrNotFound.
-var ErrChargeNotFound = ErrNotFound
-
 // ErrIdempotencyKeyReused is wrapped, inside a non-retryable *ProviderError,
 // by the error a Gateway returns when an idempotency key is reused with
 // different parameters (a real provider answers 400). It indicates a bug in
@@ -102,7 +96,7 @@ func (e *ProviderError) Unwrap() error { return e.Err }
 //   - nil is not retryable (there is nothing to retry);
 //   - a decline (errors.Is(err, ErrDeclined)) is final: false;
 //   - a *ProviderError in err's chain says for itself: its Retryable field;
-//   - anything else, including ErrChargeNotFound and a bare context error
+//   - anything else, including ErrNotFound and a bare context error
 //     from the caller's own context, is unknown: false.
 //
 // A caller that treats false as "do not retry" should still remember that a

@@ -29,7 +29,7 @@ func TestIsRetryable(t *testing.T) {
 		{"wrapped retryable provider error", fmt.Errorf("pay: %w", &ProviderError{Retryable: true}), true},
 		{"final provider error", &ProviderError{Err: errors.New("400")}, false},
 		{"provider error for a cancelled call", &ProviderError{Retryable: true, Err: context.Canceled}, true},
-		{"charge not found", ErrChargeNotFound, false},
+		{"not found", ErrNotFound, false},
 		{"bare deadline exceeded is unknown", context.DeadlineExceeded, false},
 		{"unknown error", errors.New("boom"), false},
 	}

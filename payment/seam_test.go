@@ -57,9 +57,6 @@ func TestSeamEnums(t *testing.T) {
 	if IntentStatus("captured").Valid() || ProviderEventType("charge.succeeded").Valid() {
 		t.Error("an unknown status or event type is Valid")
 	}
-	if !errors.Is(ErrChargeNotFound, ErrNotFound) {
-		t.Error("ErrChargeNotFound does not match ErrNotFound")
-	}
 	if got := (&ProviderError{Retryable: true, Code: "idempotency_key_in_use"}).Error(); got != "payment: provider error (retryable, idempotency_key_in_use)" {
 		t.Errorf("Error() = %q", got)
 	}

@@ -24,7 +24,6 @@
 //	                    201 charge {"id":"ch_…","idempotency_key","order_id","amount",
 //	                    "currency","payment_method","status":"captured","amount_refunded","created_at"}
 //	                    402 card_error, code card_declined | insufficient_funds | invalid_payment_method
-//	GET  /v1/charges?idempotency_key=K    200 charge | 402 remembered decline | 404 not_found
 //	POST /v1/payment_intents  {"order_id","reference","amount","currency"}
 //	                    201 intent {"id":"pi_…","idempotency_key","order_id","reference","amount",
 //	                    "currency","status":"requires_payment_method","amount_received":0,
@@ -77,7 +76,8 @@
 //
 // Faults are injected at three levels, and only into POSTs whose key holds
 // no outcome yet: a replay is always answered normally, so a client can
-// always learn the outcome by retrying or looking up the key.
+// always learn the outcome by retrying with the key, or by reading the
+// object (an intent by id or reference; a refund or shipment also by key).
 //
 //   - Per request, the Paysim-Fault header (FaultHeader):
 //     "drop-after-commit", "error", "timeout", "decline" (charges only) and
@@ -128,7 +128,9 @@
 // error types, webhook events and their signature), which this package
 // aliases and the client imports, so that orderd links no server. Package
 // paysim/paysimclient is the client of this API that Orderly uses:
-// a payment.ChargeGateway and a fulfillment.Warehouse over HTTP. Package
+// a payment.Gateway on the payment intents routes (Intents) and a
+// fulfillment.Warehouse over HTTP; it never calls the key lookups
+// (?idempotency_key=), which are paysim's own, for harnesses and tests. Package
 // paysim/simulator is the in-process equivalent, without a network or a
 // ledger file. Package paysim/testmode holds what the server and the
 // in-process simulators share: the test payment methods and SKUs that

@@ -207,6 +207,19 @@ func (e *env) lookup(what, key string) reply {
 	return e.do(request{method: "GET", path: "/v1/" + what + "?idempotency_key=" + key})
 }
 
+// chargeUnder returns the charge (a capture, or a remembered decline) the
+// ledger holds under idempotency key key, from GET /admin/ledger, and
+// whether there is one.
+func (e *env) chargeUnder(key string) (paysim.Charge, bool) {
+	e.t.Helper()
+	for _, c := range e.snapshot().Charges {
+		if c.IdempotencyKey == key {
+			return c, true
+		}
+	}
+	return paysim.Charge{}, false
+}
+
 // stats returns GET /admin/stats.
 func (e *env) stats() paysim.Stats {
 	e.t.Helper()

@@ -154,8 +154,9 @@ func get[P, R any](s *Server, op *operation[P, R]) http.HandlerFunc {
 	}
 }
 
-// charges is POST and GET /v1/charges: a capture, or a decline remembered
-// under the key.
+// charges is POST /v1/charges: a capture, or a decline remembered under
+// the key. No route looks a charge up by its key (no real provider does);
+// GET /admin/ledger lists them.
 var charges = &operation[ChargeParams, Charge]{
 	endpoint: "charges",
 	what:     "charge",

@@ -96,7 +96,6 @@ func NewServer(l *Ledger, c Config) (*Server, error) {
 	s.setFaults(c.Faults)
 	s.hooks = newWebhooks(c.Webhooks, s.log, s.stop)
 	s.mux.HandleFunc("POST /v1/charges", post(s, charges))
-	s.mux.HandleFunc("GET /v1/charges", get(s, charges))
 	s.mux.HandleFunc("POST /v1/refunds", post(s, refunds))
 	s.mux.HandleFunc("GET /v1/refunds", s.getRefunds(get(s, refunds)))
 	s.mux.HandleFunc("POST /v1/payment_intents", post(s, prepares))

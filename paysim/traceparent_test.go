@@ -26,14 +26,14 @@ func TestLogsTraceparent(t *testing.T) {
 		t.Fatal(err)
 	}
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	req := httptest.NewRequest(http.MethodGet, "/v1/charges?idempotency_key=none", nil)
+	req := httptest.NewRequest(http.MethodGet, "/v1/shipments?idempotency_key=none", nil)
 	req.Header.Set("traceparent", tp)
 	srv.ServeHTTP(httptest.NewRecorder(), req)
 	if !strings.Contains(logs.String(), `"traceparent":"`+tp+`"`) {
 		t.Errorf("the log lacks the request's traceparent:\n%s", logs.String())
 	}
 	logs.Reset()
-	srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/charges?idempotency_key=none", nil))
+	srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/shipments?idempotency_key=none", nil))
 	if strings.Contains(logs.String(), "traceparent") {
 		t.Errorf("a request without traceparent was logged with one:\n%s", logs.String())
 	}

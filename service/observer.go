@@ -60,12 +60,12 @@ type ProviderOp string
 
 // Provider calls.
 const (
-	ProviderCharge         ProviderOp = "charge"
-	ProviderChargeLookup   ProviderOp = "charge_lookup"
-	ProviderPrepare        ProviderOp = "prepare"
-	ProviderRefund         ProviderOp = "refund"
-	ProviderShip           ProviderOp = "ship"
-	ProviderShipmentLookup ProviderOp = "shipment_lookup"
+	ProviderCharge       ProviderOp = "charge"
+	ProviderChargeLookup ProviderOp = "charge_lookup"
+	ProviderPrepare      ProviderOp = "prepare"
+	ProviderRefund       ProviderOp = "refund"
+	ProviderShip         ProviderOp = "ship"
+	ProviderShipmentFind ProviderOp = "shipment_find"
 )
 
 // ProviderOutcome classes the answer of a provider call, as the three

@@ -189,3 +189,84 @@ func TestReconfirmUnderNewKeyAfterSaved500(t *testing.T) {
 		})
 	}
 }
+
+// TestSparePreparedIntentIsCancelled: two holders of one charge attempt
+// each Prepare an intent, the first one's Prepare held until the second
+// has prepared (under a key of its own lease), recorded its intent and
+// confirmed it. The first holder's intent is the spare: it is cancelled at
+// the provider (it moved no money), and only the recorded intent is
+// confirmed, once. The holders are two requests with other idempotency
+// keys joined to the attempt, or one key's holder and the retry that took
+// its lease over.
+func TestSparePreparedIntentIsCancelled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// second runs the second holder once the first is held in Prepare.
+		second func(t *testing.T, f *fixture, o order.Order) (service.Result, error)
+		// firstErr is the error code the first holder ends with.
+		firstErr apperr.Code
+	}{
+		{"joined key", func(t *testing.T, f *fixture, o order.Order) (service.Result, error) {
+			return f.svc.Pay(context.Background(), service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, payIn)
+		}, ""},
+		{"lease taken over", func(t *testing.T, f *fixture, o order.Order) (service.Result, error) {
+			f.clk.Advance(11 * time.Second) // the first holder's lease lapses
+			return f.svc.Pay(context.Background(), service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, payIn)
+		}, apperr.EKeyInProgress},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, f *fixture) {
+				ctx := context.Background()
+				o := f.order(t)
+				gt := newGate()
+				f.gw.prepareGate.Store(gt)
+				type outcome struct {
+					res service.Result
+					err error
+				}
+				first := make(chan outcome, 1)
+				go func() {
+					res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, payIn)
+					first <- outcome{res, err}
+				}()
+				<-gt.entered // the first holder recorded the attempt and is sending its Prepare
+				res, err := tc.second(t, f, o)
+				if err != nil || res.Order.State != order.Paid {
+					t.Fatalf("second holder = %+v, %v; want PAID", res, err)
+				}
+				close(gt.release) // the first holder's Prepare now creates the spare intent
+				a := <-first
+				if tc.firstErr == "" && (a.err != nil || a.res.Order.State != order.Paid) {
+					t.Fatalf("first holder = %+v, %v; want PAID", a.res, a.err)
+				}
+				if tc.firstErr != "" && apperr.ErrorCode(a.err) != tc.firstErr {
+					t.Fatalf("first holder = %+v, %v; want %s", a.res, a.err, tc.firstErr)
+				}
+				att, err := f.st.GetAttempt(ctx, o.ID+"/pay/1")
+				if err != nil || att.Status != payment.AttemptSucceeded || att.IntentID == "" {
+					t.Fatalf("attempt = %+v, %v; want succeeded with its intent", att, err)
+				}
+				var mine []payment.Intent
+				for _, in := range f.gw.Intents() {
+					if in.Reference.OrderID == o.ID {
+						mine = append(mine, in)
+					}
+				}
+				if len(mine) != 2 {
+					t.Fatalf("%d intents for the order, want 2 (one per holder)", len(mine))
+				}
+				for _, in := range mine {
+					switch {
+					case in.ID == att.IntentID && in.Status != payment.IntentSucceeded:
+						t.Errorf("the recorded intent %s is %s, want succeeded", in.ID, in.Status)
+					case in.ID != att.IntentID && in.Status != payment.IntentCanceled:
+						t.Errorf("the spare intent %s is %s, want canceled at the provider", in.ID, in.Status)
+					}
+				}
+				if n := f.gw.Captures(o.ID); n != 1 {
+					t.Fatalf("%d captures, want 1", n)
+				}
+			})
+		})
+	}
+}

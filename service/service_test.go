@@ -55,7 +55,16 @@ type gateway struct {
 	// readDown: the next Retrieve fails too (set with a dropped answer,
 	// so the outcome stays unknown past the call).
 	readDown atomic.Bool
+	// prepareGate, when set, holds the next Prepare before it reaches the
+	// provider: entered is closed, then it waits for release.
+	prepareGate atomic.Pointer[gate]
 }
+
+// gate holds one provider call: entered is closed when the call arrives,
+// and the call goes on once release is closed.
+type gate struct{ entered, release chan struct{} }
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(chan struct{})} }
 
 func (g *gateway) down(key string) error {
 	if _, up := g.lookupUp.Load(key); g.lookupDown.Load() && !up {
@@ -88,6 +97,10 @@ func (g *gateway) Calls() int { return int(g.calls.Load()) }
 func (g *gateway) Prepare(ctx context.Context, req payment.PrepareRequest) (payment.Intent, error) {
 	n, _ := g.prepares.LoadOrStore(req.IdempotencyKey, new(atomic.Int64))
 	n.(*atomic.Int64).Add(1)
+	if gt := g.prepareGate.Swap(nil); gt != nil {
+		close(gt.entered)
+		<-gt.release
+	}
 	if g.prepareLost.Load() {
 		return payment.Intent{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
 	}

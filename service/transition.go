@@ -589,10 +589,20 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a payment.
 			if gerr != nil || stored.IntentID == "" {
 				return callResult{class: retryable, err: s.unavailable("store", err)}
 			}
-			if _, cerr := s.gateway.Cancel(ctx, payment.CancelRequest{IdempotencyKey: prepareKey + "/cancel", IntentID: in.ID}); cerr != nil {
-				s.cfg.Logger.Warn("could not cancel a spare intent (it moved no money)", "intent_id", in.ID, "err", cerr)
-			}
+			s.cancelSpare(ctx, in.ID, prepareKey)
 			intentID = stored.IntentID
+		case errors.Is(err, store.ErrLeaseLost):
+			// The lease was taken over while this Prepare ran: the new
+			// holder goes on. If the attempt records another intent (the
+			// new holder found none by the Reference and prepared its
+			// own), this one is the spare, which no holder will ever
+			// confirm: cancel it. If it records none yet, the new holder
+			// may still find this one by its Reference and confirm it, so
+			// it is left alone.
+			if stored, gerr := s.store.GetAttempt(ctx, a.ProviderKey); gerr == nil && stored.IntentID != "" && stored.IntentID != in.ID {
+				s.cancelSpare(ctx, in.ID, prepareKey)
+			}
+			return callResult{class: retryable, err: s.unavailable("store", err)}
 		case err != nil:
 			return callResult{class: retryable, err: s.unavailable("store", err)}
 		case in.Status == payment.IntentSucceeded || in.Status == payment.IntentCanceled:
@@ -633,6 +643,17 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a payment.
 	}
 	r, _ = s.confirmOnce(ctx, a, intentID, fmt.Sprintf("%s/confirm/%s.%d", a.ProviderKey, keyHash8(rec), lease.Token), ref)
 	return r
+}
+
+// cancelSpare cancels intent id, prepared under prepareKey for an attempt
+// that records another intent: it moved no money and no holder confirms
+// it (docs.stripe.com/api/payment_intents/cancel). The cancel goes under
+// "<prepareKey>/cancel"; a failure is logged, not returned (the spare
+// stays open at the provider, still without money).
+func (s *Service) cancelSpare(ctx context.Context, id, prepareKey string) {
+	if _, err := s.gateway.Cancel(ctx, payment.CancelRequest{IdempotencyKey: prepareKey + "/cancel", IntentID: id}); err != nil {
+		s.cfg.Logger.Warn("could not cancel a spare intent (it moved no money)", "intent_id", id, "err", err)
+	}
 }
 
 // confirm confirms intent id under key and classifies the answer, the
@@ -759,7 +780,7 @@ func (s *Service) shipEffect() effect {
 				// the same key — unless the attempt is past
 				// UnresolvedAfter, where it is parked as before.
 				notFound := false
-				r := s.provider(ctx, ProviderShipmentLookup, func(ctx context.Context) callResult {
+				r := s.provider(ctx, ProviderShipmentFind, func(ctx context.Context) callResult {
 					sh, err := s.warehouse.Find(ctx, ref)
 					if notFound = errors.Is(err, fulfillment.ErrShipmentNotFound); notFound {
 						return callResult{class: rejected}

@@ -16,8 +16,8 @@ import (
 // seam is one of the two adapters, as the classification tests see it.
 type seam struct {
 	name string
-	// call makes the adapter's call that changes something (Charge, Ship)
-	// and its Lookup against the server at url.
+	// call makes the adapter's call that changes something (Confirm, Ship)
+	// and its lookup (Find) against the server at url.
 	call func(t *testing.T, url string) (callErr, lookupErr error)
 	// isRetryable and isUnknown are the seam's IsRetryable and
 	// IsUnknownOutcome.
@@ -27,22 +27,25 @@ type seam struct {
 	refusal error
 	refuses int
 	// notFound is the error a Lookup's 404 wraps; a call that changes
-	// something never wraps it.
-	notFound error
+	// something wraps it only when answered notFoundOn (0: never): a
+	// Confirm's 404 names an unknown intent.
+	notFound   error
+	notFoundOn int
 }
 
 var seams = []seam{
 	{
-		name: "Gateway",
+		name: "Intents",
 		call: func(t *testing.T, url string) (error, error) {
-			gw := newGateway(t, url)
-			_, err := gw.Charge(context.Background(), chargeReq("ord_1", testmode.MethodApproved))
-			_, lerr := gw.Lookup(context.Background(), "ord_1/pay")
+			gw := newIntents(t, url)
+			_, err := gw.Confirm(context.Background(), payment.ConfirmRequest{IdempotencyKey: "ord_1/pay/1/confirm",
+				IntentID: "pi_1", PaymentMethod: testmode.MethodApproved, Reference: payRef("ord_1")})
+			_, lerr := gw.Find(context.Background(), payRef("ord_1"))
 			return err, lerr
 		},
 		isRetryable: payment.IsRetryable, isUnknown: payment.IsUnknownOutcome,
 		refusal: payment.ErrDeclined, refuses: http.StatusPaymentRequired,
-		notFound: payment.ErrChargeNotFound,
+		notFound: payment.ErrNotFound, notFoundOn: http.StatusNotFound,
 	},
 	{
 		name: "Warehouse",
@@ -109,8 +112,8 @@ func TestClassifiesAnswers(t *testing.T) {
 				if got, want := errors.Is(err, s.refusal), tt.status == s.refuses; got != want {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, s.refusal, got, want)
 				}
-				if errors.Is(err, s.notFound) {
-					t.Errorf("a call answered %d is not-found: %v", tt.status, err)
+				if got, want := errors.Is(err, s.notFound), tt.status == s.notFoundOn; got != want {
+					t.Errorf("a call answered %d: errors.Is(%v, %v) = %v, want %v", tt.status, err, s.notFound, got, want)
 				}
 				if got := s.isRetryable(lerr); lerr == nil || got != tt.wantLookupRetry || s.isUnknown(lerr) {
 					t.Errorf("Lookup err = %v (retryable %v), want retryable %v and never unknown", lerr, got, tt.wantLookupRetry)

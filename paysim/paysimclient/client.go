@@ -11,11 +11,11 @@ import (
 	"github.com/orderly/orderly/paysim/paysimwire"
 )
 
-// DefaultTimeout is the per-call timeout of a Gateway or a Warehouse made
+// DefaultTimeout is the per-call timeout of an Intents or a Warehouse made
 // without WithTimeout.
 const DefaultTimeout = 5 * time.Second
 
-// Option configures a Gateway or a Warehouse.
+// Option configures an Intents or a Warehouse.
 type Option func(*options)
 
 // options are what the Options set.

@@ -11,10 +11,10 @@ import (
 	"github.com/orderly/orderly/paysim/paysimclient"
 )
 
-// A charge whose reply is lost after the provider captured it has an
-// unknown outcome; Lookup tells what happened, and repeating the charge with
-// the same key returns the same capture.
-func ExampleGateway() {
+// A confirm whose reply is lost after the provider captured it has an
+// unknown outcome; reading the intent tells what happened, and repeating
+// the confirm with the same key replays the capture.
+func ExampleIntents() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "paysim-example")
 	defer os.RemoveAll(dir)
@@ -24,21 +24,22 @@ func ExampleGateway() {
 	provider := httptest.NewServer(sim)
 	defer provider.Close()
 
-	gw, _ := paysimclient.NewGateway(provider.URL)
-	req := payment.ChargeRequest{
-		IdempotencyKey: "ord_123/pay", OrderID: "ord_123", Amount: 4200, Currency: "USD",
-		PaymentMethod: paysim.MethodFaultDropAfterCommit, // the provider drops its first reply
-	}
-	_, err := gw.Charge(ctx, req)
+	gw, _ := paysimclient.NewIntents(provider.URL)
+	ref := payment.Reference{OrderID: "ord_123", Key: "ord_123/pay/1"}
+	in, _ := gw.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: "ord_123/pay/1/prepare", Reference: ref,
+		Amount: 4200, Currency: "USD"})
+	req := payment.ConfirmRequest{IdempotencyKey: "ord_123/pay/1/confirm", IntentID: in.ID, Reference: ref,
+		PaymentMethod: paysim.MethodFaultDropAfterCommit} // the provider drops its first reply
+	_, err := gw.Confirm(ctx, req)
 	fmt.Println("unknown outcome:", payment.IsUnknownOutcome(err), "retryable:", payment.IsRetryable(err))
 
-	c, err := gw.Lookup(ctx, req.IdempotencyKey)
-	fmt.Println("lookup:", c.Status, c.Amount, c.Currency, err)
+	got, err := gw.Retrieve(ctx, in.ID)
+	fmt.Println("retrieve:", got.Status, got.AmountReceived, got.Currency, err)
 
-	again, _ := gw.Charge(ctx, req)
-	fmt.Println("same charge:", again.ID == c.ID)
+	again, _ := gw.Confirm(ctx, req)
+	fmt.Println("same intent:", again.ID == in.ID, again.Status)
 	// Output:
 	// unknown outcome: true retryable: false
-	// lookup: captured 4200 USD <nil>
-	// same charge: true
+	// retrieve: succeeded 4200 USD <nil>
+	// same intent: true succeeded
 }

@@ -62,9 +62,9 @@ func (p provider) shipments(t *testing.T, orderID string) int {
 	return p.stats(t).ShipmentsByOrder[orderID]
 }
 
-func newGateway(t *testing.T, url string, opts ...paysimclient.Option) *paysimclient.Gateway {
+func newIntents(t *testing.T, url string, opts ...paysimclient.Option) *paysimclient.Intents {
 	t.Helper()
-	gw, err := paysimclient.NewGateway(url, opts...)
+	gw, err := paysimclient.NewIntents(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +93,28 @@ func timeouts() []time.Duration {
 	return ds
 }
 
-// chargeReq returns a request to charge 42.00 USD for orderID with method.
-func chargeReq(orderID, method string) payment.ChargeRequest {
-	return payment.ChargeRequest{IdempotencyKey: orderID + "/pay", OrderID: orderID, Amount: 4200, Currency: "USD", PaymentMethod: method}
+// payRef is the Reference of the first pay attempt of orderID.
+func payRef(orderID string) payment.Reference {
+	return payment.Reference{OrderID: orderID, Key: orderID + "/pay/1"}
+}
+
+// prepare prepares an intent of 42.00 USD for orderID through gw, under
+// the key "<order id>/pay/1/prepare".
+func prepare(t *testing.T, gw payment.Gateway, orderID string) payment.Intent {
+	t.Helper()
+	in, err := gw.Prepare(context.Background(), payment.PrepareRequest{IdempotencyKey: orderID + "/pay/1/prepare",
+		Reference: payRef(orderID), Amount: 4200, Currency: "USD"})
+	if err != nil {
+		t.Fatalf("Prepare %s: %v", orderID, err)
+	}
+	return in
+}
+
+// confirmReq returns the request confirming intent in of orderID with
+// method under the key "<order id>/pay/1/confirm".
+func confirmReq(orderID string, in payment.Intent, method string) payment.ConfirmRequest {
+	return payment.ConfirmRequest{IdempotencyKey: orderID + "/pay/1/confirm", IntentID: in.ID, PaymentMethod: method,
+		Reference: payRef(orderID)}
 }
 
 // shipReq returns a request to ship one of each SKU for orderID.

@@ -19,12 +19,37 @@ import (
 // Find GET /v1/payment_intents?reference=&order_id= (paysim's index never
 // lags), Refund POST /v1/refunds with payment_intent, FindRefund GET
 // /v1/refunds?payment_intent=, Cancel POST /v1/payment_intents/{id}/cancel.
-// A Reference travels as order_id and reference (its Key). Errors are
-// classed as Gateway's are: a 402 is a *payment.DeclineError, a 404 wraps
-// payment.ErrNotFound, a 422 idempotency_error wraps
-// payment.ErrIdempotencyKeyReused, a lost or timed-out answer to a POST
-// wraps payment.ErrUnknownOutcome, other 4xx are final and 5xx retryable.
-// It is safe for concurrent use.
+// A Reference travels as order_id and reference (its Key), and every call
+// that changes something sends its idempotency key as Idempotency-Key.
+//
+// Its errors follow these rules, in order:
+//
+//   - 2xx is success.
+//   - 402 is a decline: a *payment.DeclineError with the answer's
+//     error.code (payment.DeclineCardDeclined if it has none). Final.
+//   - 404 wraps payment.ErrNotFound (an unknown intent, or no intent or
+//     refund under a reference); 422 with error type "idempotency_error"
+//     is a final *payment.ProviderError wrapping
+//     payment.ErrIdempotencyKeyReused.
+//   - 408 and 429 are retryable *payment.ProviderErrors (paysim did not
+//     take the request); every other 4xx is a final *payment.ProviderError.
+//   - 5xx is a retryable *payment.ProviderError: paysim commits nothing
+//     when it answers 5xx.
+//   - A failure before the request was fully written (a dial error,
+//     connection refused, the caller's context ending first) is a retryable
+//     *payment.ProviderError wrapping the cause, so nothing was sent.
+//   - A failure after a request that changes something was written (a
+//     timeout, a reset or closed connection while awaiting the answer, a
+//     2xx whose body cannot be read) leaves the outcome unknown: a
+//     non-retryable *payment.ProviderError wrapping payment.ErrUnknownOutcome
+//     (and the context error, if that was the cause), for which
+//     payment.IsRetryable is false and payment.IsUnknownOutcome true.
+//     Resolve it by Retrieve, Find or FindRefund, or repeat the call with
+//     the same idempotency key. A read changes nothing, so for Retrieve,
+//     Find and FindRefund that case is retryable.
+//
+// Intents never lets net/http resend a request by itself, so every failure
+// is reported to the caller. It is safe for concurrent use.
 type Intents struct {
 	c *provhttp.Client
 }
@@ -32,7 +57,7 @@ type Intents struct {
 var _ payment.Gateway = (*Intents)(nil)
 
 // NewIntents returns an Intents for the paysim at baseURL, such as
-// "http://127.0.0.1:8090", with the same options as NewGateway.
+// "http://127.0.0.1:8090", with the same options as NewWarehouse.
 func NewIntents(baseURL string, opts ...Option) (*Intents, error) {
 	c, err := dial(baseURL, opts)
 	if err != nil {
@@ -158,4 +183,23 @@ func (g *Intents) Cancel(ctx context.Context, req payment.CancelRequest) (paymen
 		return payment.Intent{}, payments.translate(err, payment.ErrNotFound)
 	}
 	return intent(in), nil
+}
+
+// payments is package payment's error vocabulary.
+var payments = vocabulary{
+	fail: func(retryable bool, cause error) error {
+		return &payment.ProviderError{Retryable: retryable, Err: cause}
+	},
+	unknownOutcome: payment.ErrUnknownOutcome,
+	keyReused:      payment.ErrIdempotencyKeyReused,
+	refusal: func(status int, b errorBody) error {
+		if status != http.StatusPaymentRequired {
+			return nil
+		}
+		code := b.Error.Code
+		if code == "" {
+			code = payment.DeclineCardDeclined
+		}
+		return &payment.DeclineError{Code: code, Message: b.Error.Message}
+	},
 }

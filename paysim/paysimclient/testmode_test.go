@@ -21,16 +21,16 @@ func TestTestModeMatchesTheSimulators(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("charges", func(t *testing.T) {
-		gw, sim := newGateway(t, p.URL), simulator.NewGateway()
+		gw, sim := newIntents(t, p.URL), simulator.NewIntentGateway()
 		for _, method := range []string{testmode.MethodApproved, testmode.MethodDeclined, testmode.MethodInsufficientFunds, ""} {
-			req := chargeReq("ord_"+method, method)
-			overHTTP, errHTTP := gw.Charge(ctx, req)
-			inProcess, errSim := sim.Charge(ctx, req)
+			orderID := "ord_" + method
+			overHTTP, errHTTP := gw.Confirm(ctx, confirmReq(orderID, prepare(t, gw, orderID), method))
+			inProcess, errSim := sim.Confirm(ctx, confirmReq(orderID, prepare(t, sim, orderID), method))
 			var dHTTP, dSim *payment.DeclineError
 			switch {
 			case errHTTP == nil && errSim == nil:
-				if overHTTP.Status != inProcess.Status || overHTTP.Amount != inProcess.Amount {
-					t.Errorf("%q: paysim charged %+v, the simulator %+v", method, overHTTP, inProcess)
+				if overHTTP.Status != inProcess.Status || overHTTP.AmountReceived != inProcess.AmountReceived {
+					t.Errorf("%q: paysim confirmed %+v, the simulator %+v", method, overHTTP, inProcess)
 				}
 			case errors.As(errHTTP, &dHTTP) && errors.As(errSim, &dSim):
 				if *dHTTP != *dSim {

@@ -12,32 +12,32 @@ import (
 	"github.com/orderly/orderly/paysim/testmode"
 )
 
-// A repeated charge with the same idempotency key returns the original
-// charge and does not capture again.
-func ExampleGateway() {
+// A repeated confirm with the same idempotency key replays the original
+// answer and does not move money again; a declined confirm leaves the
+// intent open for another payment method under another key.
+func ExampleIntentGateway() {
 	ctx := context.Background()
-	gw := simulator.NewGateway()
-	req := payment.ChargeRequest{
-		IdempotencyKey: "ord_123/pay",
-		OrderID:        "ord_123",
-		Amount:         4200, // $42.00
-		Currency:       "USD",
-		PaymentMethod:  testmode.MethodApproved,
-	}
-	first, _ := gw.Charge(ctx, req)
-	again, _ := gw.Charge(ctx, req) // e.g. a retry after a timeout
-	fmt.Println(first.Status, first.Amount, first.Currency)
-	fmt.Println("same charge:", again.ID == first.ID)
+	gw := simulator.NewIntentGateway()
+	ref := payment.Reference{OrderID: "ord_123", Key: "ord_123/pay/1"}
+	in, _ := gw.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: "ord_123/pay/1/prepare", Reference: ref,
+		Amount: 4200, Currency: "USD"}) // $42.00, no money moved yet
+	req := payment.ConfirmRequest{IdempotencyKey: "ord_123/pay/1/confirm", IntentID: in.ID,
+		PaymentMethod: testmode.MethodApproved, Reference: ref}
+	first, _ := gw.Confirm(ctx, req)
+	again, _ := gw.Confirm(ctx, req) // e.g. a retry after a timeout
+	fmt.Println(first.Status, first.AmountReceived, first.Currency)
+	fmt.Println("same answer:", again.ID == first.ID && again.AmountReceived == first.AmountReceived)
 	fmt.Println("captures:", gw.Captures("ord_123"), "calls:", gw.Calls())
 
-	_, err := gw.Charge(ctx, payment.ChargeRequest{
-		IdempotencyKey: "ord_456/pay", OrderID: "ord_456", Amount: 100, Currency: "USD",
-		PaymentMethod: testmode.MethodDeclined,
-	})
+	ref = payment.Reference{OrderID: "ord_456", Key: "ord_456/pay/1"}
+	in, _ = gw.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: "ord_456/pay/1/prepare", Reference: ref,
+		Amount: 100, Currency: "USD"})
+	_, err := gw.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: "ord_456/pay/1/confirm", IntentID: in.ID,
+		PaymentMethod: testmode.MethodDeclined, Reference: ref})
 	fmt.Println("declined:", errors.Is(err, payment.ErrDeclined), "retryable:", payment.IsRetryable(err))
 	// Output:
-	// captured 4200 USD
-	// same charge: true
+	// succeeded 4200 USD
+	// same answer: true
 	// captures: 1 calls: 2
 	// declined: true retryable: false
 }

@@ -107,7 +107,7 @@ func (g *IntentGateway) Calls() int {
 }
 
 // Captures returns how many confirms of orderID's intents received money
-// (Moves, by the name the ChargeGateway simulator used).
+// (Moves; paysim's GET /admin/stats calls them captures).
 func (g *IntentGateway) Captures(orderID string) int { return g.Moves(orderID) }
 
 // TotalCaptures returns how many confirms of every order received money.
