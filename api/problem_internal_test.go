@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/intake"
 )
 
 // TestWriteErrorPastTheRequestDeadline: an error that is the request's own
@@ -82,6 +83,18 @@ func TestRetryAfterFromTheServer(t *testing.T) {
 		writeError(w, r, slog.New(slog.NewTextHandler(io.Discard, nil)), err)
 		if got := w.Header().Get("Retry-After"); got != tc.want {
 			t.Errorf("Retry-After for %s = %q, want %q", tc.after, got, tc.want)
+		}
+	}
+}
+
+// TestIntakeCodesAreClientErrors: every code the intake refuses a request
+// with (intake.Codes, fuzzed by intake's FuzzDecode) is answered with a 4xx,
+// so no body, key or operation a client sends is a 500.
+func TestIntakeCodesAreClientErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range intake.Codes {
+		if st := statusOf(c); st < 400 || st > 499 {
+			t.Errorf("intake code %q is answered %d, want a 4xx", c, st)
 		}
 	}
 }

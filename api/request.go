@@ -6,9 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/intake"
@@ -90,29 +88,4 @@ func idempotencyHeader(r *http.Request) string {
 // keyValues returns every value of the key header and its alias.
 func keyValues(r *http.Request) []string {
 	return append(r.Header.Values(headerKey), r.Header.Values(headerKeyAlias)...)
-}
-
-// preferWait returns the wait preference of Prefer header fields (RFC 7240
-// §4.3, "wait=<delta-seconds>"), 0 if absent or malformed.
-func preferWait(values []string) time.Duration {
-	for _, v := range values {
-		for _, pref := range strings.Split(v, ",") {
-			name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
-			if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
-				continue
-			}
-			// RFC 7240 §2: a preference may carry parameters after ";".
-			val, _, _ = strings.Cut(val, ";")
-			val = strings.Trim(strings.TrimSpace(val), `"`)
-			if val == "" || strings.Trim(val, "0123456789") != "" {
-				return 0 // not delta-seconds (RFC 9110 §5.6.7: digits only)
-			}
-			n, err := strconv.Atoi(val)
-			if err != nil || n > 3600 {
-				n = 3600 // larger than any cap; the service applies its own
-			}
-			return time.Duration(n) * time.Second
-		}
-	}
-	return 0
 }

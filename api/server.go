@@ -20,6 +20,7 @@ import (
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/intake"
+	"github.com/orderly/orderly/internal/prefer"
 	"github.com/orderly/orderly/internal/requestid"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/service"
@@ -418,7 +419,7 @@ func (s *server) transition(w http.ResponseWriter, r *http.Request, op intake.Op
 		return
 	}
 	t, err := s.decoder().Transition(tenantOf(r.Context()), op, chi.URLParam(r, "id"), keyValues(r), body,
-		preferWait(r.Header.Values("Prefer")))
+		prefer.Wait(r.Header.Values("Prefer")))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

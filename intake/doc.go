@@ -9,3 +9,10 @@
 // Errors are *apperr.Error (EInvalid naming the member, EKeyRequired); the
 // transport maps them (package api's one table).
 package intake
+
+import "github.com/orderly/orderly/apperr"
+
+// Codes are the codes of the errors the intake refuses a request with: the
+// transports answer each as a client error (package api maps them to 400
+// and 404; its tests check that each is a 4xx).
+var Codes = []apperr.Code{apperr.EInvalid, apperr.EKeyRequired, apperr.ENotFound}
