@@ -232,7 +232,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			if ev == order.EventPay && o.State == order.Cancelled {
 				// A pay that lost the race to a cancel may have captured a
 				// charge (this request, or an earlier try of it): refund it.
-				if rerr := s.refundOrphanedCharge(ctx, o); rerr != nil {
+				if rerr := s.refundOrphanedCharge(ctx, rec, o); rerr != nil {
 					return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, rerr)
 				}
 			}
@@ -955,14 +955,15 @@ func (s *Service) refund(ctx context.Context, rec idempotency.Record, a payment.
 }
 
 // refundOrphanedCharge refunds the charge a pay may have captured for an
-// order that a racing cancel moved from RCVD to CANCELLED. Only a cancel at
-// version v+1 can orphan a charge made at version v; the refund key is the
-// order's, so a refund happens once however often this runs.
-func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error {
+// order that a racing cancel moved from RCVD to CANCELLED, under the lease
+// of rec, the pay's key. Only a cancel at version v+1 can orphan a charge
+// made at version v; the refund's reference is the order's, so a refund
+// happens once however often this runs.
+func (s *Service) refundOrphanedCharge(ctx context.Context, rec idempotency.Record, o order.Order) error {
 	if o.PaidAt != nil {
 		return nil // cancelled from PAID: the cancel refunded it
 	}
-	return s.refundCapturedCharge(ctx, o, o.Version-1)
+	return s.refundCapturedCharge(ctx, rec, o, o.Version-1)
 }
 
 // refundCapturedCharge makes sure no charge of order o at version stays
@@ -972,8 +973,11 @@ func (s *Service) refundOrphanedCharge(ctx context.Context, o order.Order) error
 // already CANCELLED, which no pay can move on. The refund carries the
 // order's refund key and Reference, so it happens once however often this
 // runs (FindRefund finds an earlier one; the intent never refunds more
-// than it received).
-func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, version int64) error {
+// than it received). Its provider key is scoped to rec's lease
+// (<order id>/refund/<keyhash8>.<fencing token>), as any refund resent after
+// an unknown outcome: a provider that saved a 5xx under one lease's key
+// (Stripe does) cannot block the refund, since the next lease sends another.
+func (s *Service) refundCapturedCharge(ctx context.Context, rec idempotency.Record, o order.Order, version int64) error {
 	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, version))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -985,7 +989,7 @@ func (s *Service) refundCapturedCharge(ctx context.Context, o order.Order, versi
 	}
 	ra := payment.Attempt{ProviderKey: refundKey(o.ID), TenantID: o.TenantID, OrderID: o.ID, Kind: payment.AttemptRefund,
 		Status: payment.AttemptUnknown, Amount: a.Amount, Currency: a.Currency}
-	r := s.refund(ctx, idempotency.Record{}, ra, a.ProviderKey, false)
+	r := s.refund(ctx, rec, ra, a.ProviderKey, false)
 	switch r.class {
 	case succeeded:
 		if r.ref != "" {
