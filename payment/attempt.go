@@ -75,4 +75,3 @@ type Attempt struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
-
