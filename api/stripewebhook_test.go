@@ -615,3 +615,30 @@ func TestStripeWebhookAnswers(t *testing.T) {
 	wantPaid(t, <-paid)
 	s.gw.afterConfirm.Store(nil)
 }
+
+// TestStripeWebhookHeaderBeforeBody: a delivery to the Stripe webhook
+// endpoint without a well-formed, fresh Stripe-Signature is a 401 before
+// its body is read (no 100 Continue); with one, its slow body holds no
+// slot.
+func TestStripeWebhookHeaderBeforeBody(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.SQLite, testenv.Options{MaxInFlight: 1, TenantMaxInFlight: 1, RequestTimeout: 2 * time.Minute,
+		StripeWebhook: stripepay.Webhooks{Verifier: stripepay.WebhookVerifier{Secrets: []string{stripeSecret}}}})
+	stale := stripesim.Sign([]string{stripeSecret}, time.Now().Add(-time.Hour), []byte("{}"))
+	for name, h := range map[string]string{
+		"no signature":        "",
+		"malformed signature": stripepay.SignatureHeader + ": v1=zz\r\n",
+		"stale signature":     stripepay.SignatureHeader + ": " + stale + "\r\n",
+	} {
+		if _, st := slowBody(t, env, api.StripeWebhookPath, h); st != http.StatusUnauthorized {
+			t.Fatalf("%s: answered %d before the body, want 401", name, st)
+		}
+	}
+	fresh := stripepay.SignatureHeader + ": " + stripesim.Sign([]string{stripeSecret}, time.Now(), []byte("{}")) + "\r\n"
+	for i := range 3 {
+		if _, st := slowBody(t, env, api.StripeWebhookPath, fresh); st != 0 {
+			t.Fatalf("slow webhook %d answered %d before its body", i, st)
+		}
+	}
+	create(t, env, testenv.KeyA, newKey(t), newCustomer(t))
+}
