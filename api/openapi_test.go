@@ -13,6 +13,7 @@ import (
 
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/internal/testenv"
+	"github.com/orderly/orderly/payment/stripepay"
 	"github.com/orderly/orderly/paysim/paysimclient"
 	webhooks "github.com/orderly/orderly/webhook"
 )
@@ -26,11 +27,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every optional route is on: the event feed and webhook endpoints, and
-	// the provider's webhooks.
+	// the provider's webhooks (paysim's native and Stripe's).
 	routed := routerOperations(t, api.New(nil, api.Config{
 		APIKeys:         map[string]string{testenv.KeyA: testenv.TenantA},
 		Events:          &webhooks.Endpoints{},
 		ProviderWebhook: paysimclient.Webhooks{},
+		StripeWebhook:   stripepay.Webhooks{},
 	}))
 	var documented []string
 	for path, item := range doc.model.Paths.PathItems.FromOldest() {

@@ -72,6 +72,10 @@ type Config struct {
 	// ProviderWebhook, when set, serves POST ProviderWebhookPath: the
 	// payment provider's signed webhooks, taken into the inbox.
 	ProviderWebhook ProviderWebhook
+	// StripeWebhook, when set, serves POST StripeWebhookPath: Stripe's
+	// signed webhooks (stripepay.Webhooks), through the same precheck,
+	// body bound, provider admission slot and inbox as ProviderWebhook.
+	StripeWebhook ProviderWebhook
 	// TenantRateLimit is each tenant's sustained rate of API requests, in
 	// requests per second, and TenantBurst the requests it may make at
 	// once above it (at least 1). Past them a request is answered 429
@@ -161,7 +165,13 @@ func (s *server) routes() http.Handler {
 	r.Get("/readyz", s.ready)
 	r.Get("/openapi.yaml", s.serveOpenAPIYAML)
 	r.Get("/openapi.json", s.serveOpenAPIJSON)
-	if cfg.ProviderWebhook != nil {
+	for _, pw := range []struct {
+		path string
+		hook ProviderWebhook
+	}{{ProviderWebhookPath, cfg.ProviderWebhook}, {StripeWebhookPath, cfg.StripeWebhook}} {
+		if pw.hook == nil {
+			continue
+		}
 		r.Group(func(r chi.Router) {
 			// The signature header's shape and timestamp are checked
 			// before the body is read; the body is read, bounded in size
@@ -169,11 +179,11 @@ func (s *server) routes() http.Handler {
 			if cfg.RequestTimeout > 0 {
 				r.Use(readDeadline(cfg.RequestTimeout))
 			}
-			r.Use(s.precheckProviderWebhook, s.bufferBody, s.admitTenant(providerSlot))
+			r.Use(s.precheckProviderWebhook(pw.hook), s.bufferBody, s.admitTenant(providerSlot))
 			if cfg.RequestTimeout > 0 {
 				r.Use(deadline(cfg.RequestTimeout))
 			}
-			r.Post(ProviderWebhookPath, s.providerWebhook)
+			r.Post(pw.path, s.providerWebhook(pw.hook))
 		})
 	}
 	r.Route("/v1", func(r chi.Router) {

@@ -419,6 +419,13 @@ func (t ProviderEventType) Valid() bool {
 	return false
 }
 
+// ErrIgnoredEvent is wrapped by an adapter's error for a provider event that
+// verified but means nothing to Orderly (another type, a pending refund, a
+// refund Orderly did not make): the receiver acknowledges it (200
+// "ignored") and records nothing, since a provider resends an event it was
+// refused.
+var ErrIgnoredEvent = errors.New("payment: provider event ignored")
+
 // ProviderEvent is one provider event (a webhook) as an adapter parsed and
 // verified it: what it says about which provider object. It is matched to
 // its attempt by ObjectID (the intent id recorded in the attempt; for a

@@ -33,8 +33,8 @@ const (
 	// first): the effect had happened, so nothing else changed.
 	InboxAlreadySettled InboxOutcome = "already_settled"
 	// InboxUnmatched: the event was recorded, but no attempt of Orderly's
-	// has its provider key (or the attempt is of another kind); nothing
-	// else changed.
+	// recorded its intent or has its provider key (or the attempt is of
+	// another kind); nothing else changed.
 	InboxUnmatched InboxOutcome = "unmatched"
 	// InboxMismatch: the event was recorded, but its amount, currency or
 	// order id differs from its attempt's: it moved nothing, and an attempt
@@ -43,7 +43,9 @@ const (
 	InboxMismatch InboxOutcome = "mismatch"
 	// InboxIgnored: the event was recorded, but its type moves nothing in
 	// this version (payment.canceled, payment.processing,
-	// payment.requires_action, refund.failed).
+	// payment.requires_action, refund.failed). The api answers "ignored"
+	// also to an event its adapter ignored (payment.ErrIgnoredEvent),
+	// which is not recorded.
 	InboxIgnored InboxOutcome = "ignored"
 )
 
@@ -54,13 +56,17 @@ const ErrorProviderEventMismatch = "provider_event_mismatch"
 // TakeProviderEvent takes in a provider event (a webhook whose signature the
 // caller verified, parsed by its adapter into a payment.ProviderEvent): in
 // one store transaction it records ev in the inbox and applies its effect —
-// settles the attempt whose provider key ev.Reference.Key names and, if the
-// order is still where that attempt left it, moves the order as the state
-// machine decides (payment.succeeded pays it, payment.failed moves its
-// version on as a decline does, refund.succeeded cancels it). An event whose
-// Amount or Currency differs from its attempt's, or whose Reference.OrderID
-// names another order, moves nothing: it parks an open attempt
-// needs_attention (InboxMismatch). The order write is the same compare-and-set as phase 3 of a
+// settles the attempt ev is about (see matchAttempt: a payment event's by
+// the intent id the attempt recorded, else by its provider key; a refund
+// event's by its provider key, cross-checked by the refunded intent) and,
+// if the order is still where that attempt left it, moves the order as the
+// state machine decides (payment.succeeded pays it, payment.failed moves
+// its version on as a decline does, refund.succeeded cancels it). An event
+// whose Amount or Currency differs from its attempt's, or whose
+// Reference.OrderID, provider key or intent names another order or
+// attempt, moves nothing: it parks an open attempt needs_attention with
+// error code ErrorProviderEventMismatch (InboxMismatch; issue 15). The
+// order write is the same compare-and-set as phase 3 of a
 // request (see finish), allowed only while the attempt is the order's one
 // open attempt; a lost race rolls the event back with its effect and
 // decides again. So a webhook delivered twice, out of order, late, or while
@@ -70,12 +76,12 @@ const ErrorProviderEventMismatch = "provider_event_mismatch"
 // its next retry or the completer, which then finds the attempt settled and
 // completes the key with its outcome without asking the provider again.
 //
-// Errors: EInvalid (an unknown event type, a missing id, provider key or
-// currency, a negative amount; nothing recorded), EUnavailable (retry the
-// delivery).
+// Errors: EInvalid (an unknown event type, a missing id, a missing
+// provider key and intent id, a missing currency, a negative amount;
+// nothing recorded), EUnavailable (retry the delivery).
 func (s *Service) TakeProviderEvent(ctx context.Context, ev payment.ProviderEvent) (InboxOutcome, error) {
-	if !ev.Type.Valid() || ev.Source == "" || ev.EventID == "" || ev.Reference.Key == "" {
-		return "", apperr.Errorf(apperr.EInvalid, "a provider event needs a known type, a source, an id and a provider key")
+	if !ev.Type.Valid() || ev.Source == "" || ev.EventID == "" || (ev.Reference.Key == "" && ev.IntentID == "") {
+		return "", apperr.Errorf(apperr.EInvalid, "a provider event needs a known type, a source, an id and a provider key or intent id")
 	}
 	if ev.Currency == "" || ev.Amount < 0 {
 		return "", apperr.Errorf(apperr.EInvalid, "a provider event needs a currency and an amount of at least 0 minor units")
@@ -108,7 +114,7 @@ func (s *Service) TakeProviderEvent(ctx context.Context, ev payment.ProviderEven
 		if out == InboxMismatch {
 			s.cfg.Logger.Error("provider event moved nothing: its amount, currency or order differs from its attempt's; "+
 				"the attempt, if open, needs attention", "source", ev.Source, "event_id", ev.EventID, "type", string(ev.Type),
-				"provider_key", ev.Reference.Key, "amount", ev.Amount, "currency", ev.Currency, "order_id", ev.Reference.OrderID)
+				"provider_key", ev.Reference.Key, "intent_id", ev.IntentID, "amount", ev.Amount, "currency", ev.Currency, "order_id", ev.Reference.OrderID)
 			return out, nil
 		}
 		s.cfg.Logger.Info("provider event taken in", "source", ev.Source, "type", string(ev.Type), "outcome", string(out))
@@ -132,7 +138,7 @@ func checkInboxEvent(ev payment.ProviderEvent) error {
 	for _, f := range []struct{ name, v string }{{"source", ev.Source}, {"id", ev.EventID}, {"provider_key", ev.Reference.Key},
 		{"provider_type", ev.ProviderType}, {"object_id", ev.ObjectID}, {"intent_id", ev.IntentID},
 		{"order_id", ev.Reference.OrderID}, {"currency", ev.Currency}} {
-		if f.v == "" && f.name != "source" && f.name != "id" && f.name != "provider_key" && f.name != "currency" {
+		if f.v == "" && f.name != "source" && f.name != "id" && f.name != "currency" {
 			continue // optional
 		}
 		if reason := order.TextReason(f.v, MaxProviderEventIDLen); reason != "" {
@@ -158,17 +164,14 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	default:
 		return InboxIgnored, nil
 	}
-	a, err := tx.GetAttempt(ctx, attemptKeyOf(ev.Reference.Key))
-	if errors.Is(err, store.ErrNotFound) {
-		return InboxUnmatched, nil
-	}
-	if err != nil {
+	a, m, err := matchAttempt(ctx, tx, ev, want)
+	switch {
+	case err != nil:
 		return "", err
-	}
-	if a.Kind != want {
+	case m == InboxUnmatched:
 		return InboxUnmatched, nil
 	}
-	if ev.Amount != a.Amount || ev.Currency != a.Currency || (ev.Reference.OrderID != "" && ev.Reference.OrderID != a.OrderID) {
+	if m == InboxMismatch || ev.Amount != a.Amount || ev.Currency != a.Currency || (ev.Reference.OrderID != "" && ev.Reference.OrderID != a.OrderID) {
 		// What the event says is not what Orderly asked for: it moves
 		// nothing. An open attempt is parked for a person; a settled one
 		// keeps its outcome (the provider's API answer).
@@ -242,6 +245,69 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 		return "", err
 	}
 	return InboxApplied, nil
+}
+
+// matchAttempt finds the attempt of kind want that ev is about (issue 15):
+//
+//   - a payment event (want AttemptCharge) by the intent id the attempt
+//     recorded (store GetAttemptByIntent of ev.IntentID); when no attempt
+//     recorded it, by the attempt its provider key names (attemptKeyOf),
+//     as paysim's native events (whose object may be a charge) are. A
+//     provider key naming another attempt than the intent's is a mismatch.
+//   - a refund event (want AttemptRefund) by the attempt its provider key
+//     names (Stripe: the refund's metadata orderly_reference); when a
+//     charge attempt recorded the refunded intent ev.IntentID, it must be
+//     of the same order, or the event is a mismatch.
+//
+// It returns the attempt with "" (matched) or InboxMismatch, or
+// InboxUnmatched when none is found or the attempt is of another kind.
+func matchAttempt(ctx context.Context, tx store.Executor, ev payment.ProviderEvent, want payment.AttemptKind) (payment.Attempt, InboxOutcome, error) {
+	byKey := func() (payment.Attempt, InboxOutcome, error) {
+		if ev.Reference.Key == "" {
+			return payment.Attempt{}, InboxUnmatched, nil
+		}
+		a, err := tx.GetAttempt(ctx, attemptKeyOf(ev.Reference.Key))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return a, InboxUnmatched, nil
+		case err != nil:
+			return a, "", err
+		case a.Kind != want:
+			return a, InboxUnmatched, nil
+		}
+		return a, "", nil
+	}
+	if want == payment.AttemptRefund {
+		a, out, err := byKey()
+		if err != nil || out != "" || ev.IntentID == "" {
+			return a, out, err
+		}
+		charge, err := tx.GetAttemptByIntent(ctx, ev.IntentID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return a, "", nil // paysim's native refunds name the charge, not the intent
+		case err != nil:
+			return a, "", err
+		case charge.OrderID != a.OrderID:
+			return a, InboxMismatch, nil
+		}
+		return a, "", nil
+	}
+	if ev.IntentID == "" {
+		return byKey()
+	}
+	a, err := tx.GetAttemptByIntent(ctx, ev.IntentID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return byKey()
+	case err != nil:
+		return a, "", err
+	case a.Kind != want:
+		return a, InboxUnmatched, nil
+	case ev.Reference.Key != "" && attemptKeyOf(ev.Reference.Key) != a.ProviderKey:
+		return a, InboxMismatch, nil
+	}
+	return a, "", nil
 }
 
 // inboxTx runs fn in one transaction: an OperatorTx when the store has the

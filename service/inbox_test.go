@@ -174,3 +174,60 @@ func TestProviderEventRacesRetries(t *testing.T) {
 		assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid)
 	})
 }
+
+// TestProviderEventMatchedByIntent (issue 15): an event is matched to its
+// attempt by the intent id the attempt recorded, without a provider key
+// (as a Stripe event whose metadata was lost would be); one whose provider
+// key names another attempt than its intent's is a mismatch that parks the
+// attempt and moves nothing; an intent no attempt recorded, without a key,
+// is unmatched.
+func TestProviderEventMatchedByIntent(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		take := func(ev payment.ProviderEvent, want service.InboxOutcome) {
+			t.Helper()
+			if got, err := f.svc.TakeProviderEvent(ctx, ev); err != nil || got != want {
+				t.Fatalf("TakeProviderEvent(%s) = %q, %v; want %q", ev.EventID, got, err, want)
+			}
+		}
+		intentOf := func(o order.Order) string {
+			t.Helper()
+			a, err := f.st.GetAttempt(ctx, fmt.Sprintf("%s/pay/%d", o.ID, o.Version))
+			if err != nil || a.IntentID == "" {
+				t.Fatalf("attempt = %+v, %v; want its intent recorded", a, err)
+			}
+			return a.IntentID
+		}
+
+		o := f.order(t)
+		f.payWithLostReply(t, o, "pay-a", payIn)
+		ev := chargeEvent("evt_by_intent", payment.EventPaymentSucceeded, o)
+		ev.IntentID, ev.ObjectID, ev.Reference = intentOf(o), intentOf(o), payment.Reference{}
+		take(ev, service.InboxApplied)
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid {
+			t.Fatalf("after the event: %+v, %v; want PAID", got, err)
+		}
+
+		other := f.order(t)
+		f.payWithLostReply(t, other, "pay-b", payIn)
+		crossed := chargeEvent("evt_crossed", payment.EventPaymentSucceeded, other)
+		crossed.IntentID = intentOf(other)
+		crossed.Reference.Key = fmt.Sprintf("%s/pay/%d", o.ID, o.Version) // another attempt's key
+		crossed.Reference.OrderID = ""
+		take(crossed, service.InboxMismatch)
+		a, err := f.st.GetAttempt(ctx, fmt.Sprintf("%s/pay/%d", other.ID, other.Version))
+		if err != nil || a.Status != payment.AttemptNeedsAttention || a.ErrorCode != service.ErrorProviderEventMismatch {
+			t.Fatalf("attempt = %+v, %v; want needs_attention %s", a, err, service.ErrorProviderEventMismatch)
+		}
+		if got, err := f.svc.Get(ctx, "t1", other.ID); err != nil || got.State != order.Received || got.Version != other.Version {
+			t.Fatalf("a crossed event moved the order: %+v, %v", got, err)
+		}
+
+		nobody := chargeEvent("evt_nobody", payment.EventPaymentSucceeded, o)
+		nobody.IntentID, nobody.Reference = "pi_nobody", payment.Reference{}
+		take(nobody, service.InboxUnmatched)
+		if n := f.gw.Captures(o.ID) + f.gw.Captures(other.ID); n != 2 {
+			t.Fatalf("captures = %d, want 2 (one per pay)", n)
+		}
+	})
+}

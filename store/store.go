@@ -377,6 +377,13 @@ type Executor interface {
 	// GetAttempt returns the attempt with providerKey, or ErrNotFound.
 	GetAttempt(ctx context.Context, providerKey string) (payment.Attempt, error)
 
+	// GetAttemptByIntent returns the attempt that recorded the provider
+	// object intentID (payment.Attempt.IntentID, written by
+	// RecordAttemptProgress), or ErrNotFound; the oldest if, against the
+	// service's rules, several did. A provider event is matched to its
+	// attempt by it (issue 15).
+	GetAttemptByIntent(ctx context.Context, intentID string) (payment.Attempt, error)
+
 	// Sweep applies the key lifecycle as of the database's clock, touching
 	// at most limit rows per step: completed client keys past ExpiresAt
 	// become tombstones kept until ExpiresAt+tombstoneFor; tombstones past

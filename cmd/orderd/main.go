@@ -52,6 +52,7 @@ import (
 	"github.com/orderly/orderly/operator"
 	"github.com/orderly/orderly/operator/console"
 	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/payment/stripepay"
 	"github.com/orderly/orderly/paysim/paysimclient"
 	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/service"
@@ -773,6 +774,11 @@ func build(ctx context.Context, c Config, tel *telemetry) (_ *app, err error) {
 	a.apiCfg.Gate = api.NewGate(a.apiCfg)
 	if c.ProviderWebhookSecret != "" {
 		a.apiCfg.ProviderWebhook = paysimclient.Webhooks{Secret: []byte(c.ProviderWebhookSecret)}
+	}
+	if c.Stripe.Provider == ProviderStripe && len(c.Stripe.WebhookSecrets) > 0 {
+		// POST /provider/stripe/webhooks, authenticated by Stripe-Signature
+		// under any of the secrets (several while one rotates).
+		a.apiCfg.StripeWebhook = stripepay.Webhooks{Verifier: stripepay.WebhookVerifier{Secrets: c.Stripe.WebhookSecrets}}
 	}
 	a.handler = apiHandler(svc, a.apiCfg, tel)
 	return a, nil

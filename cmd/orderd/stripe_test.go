@@ -2,12 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/orderly/orderly/paysim/stripesim"
 )
 
 // TestStripeConfigFailsClosed: how -payment-provider stripe is validated at
@@ -84,4 +90,60 @@ func TestStripeConfigFailsClosed(t *testing.T) {
 			t.Fatalf("%q, %v", c.Stripe.Provider, err)
 		}
 	})
+}
+
+// TestStripeWebhookEndpoint: orderd serves POST /provider/stripe/webhooks
+// only with -payment-provider stripe and a webhook signing secret; a
+// delivery signed with any of the rotating secrets verifies, an unsigned
+// one is a 401, and an event that means nothing to Orderly a 200
+// "ignored".
+func TestStripeWebhookEndpoint(t *testing.T) {
+	const oldSecret, newSecret = "whsec_old_0123456789", "whsec_new_0123456789"
+	handler := func(t *testing.T, extra ...string) http.Handler {
+		t.Helper()
+		args := append([]string{"-data-dir", t.TempDir(), "-payment-provider", "stripe", "-stripe-secret-key", "sk_test_1",
+			"-stripe-api-base", "http://127.0.0.1:1"}, extra...)
+		c, err := ParseConfig(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		tel, err := startTelemetry(ctx, c, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tel.shutdown(context.Background()) })
+		a, err := build(ctx, c, tel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.close)
+		return a.handler
+	}
+	body := []byte(`{"id":"evt_1","object":"event","api_version":"` + stripesim.APIVersion + `","type":"customer.created","data":{"object":{"id":"cus_1"}}}`)
+	post := func(h http.Handler, sig string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/provider/stripe/webhooks", bytes.NewReader(body))
+		if sig != "" {
+			r.Header.Set("Stripe-Signature", sig)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	h := handler(t, "-stripe-webhook-secret", oldSecret+","+newSecret)
+	if w := post(h, ""); w.Code != http.StatusUnauthorized {
+		t.Fatalf("unsigned: %d %s, want 401", w.Code, w.Body)
+	}
+	for _, secret := range []string{oldSecret, newSecret} {
+		w := post(h, stripesim.Sign([]string{secret}, time.Now(), body))
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"ignored"`) {
+			t.Fatalf("signed with %s: %d %s, want 200 ignored", secret, w.Code, w.Body)
+		}
+	}
+	if w := post(h, stripesim.Sign([]string{"whsec_other_0123456789"}, time.Now(), body)); w.Code != http.StatusUnauthorized {
+		t.Fatalf("another secret: %d %s, want 401", w.Code, w.Body)
+	}
+	if w := post(handler(t), stripesim.Sign([]string{newSecret}, time.Now(), body)); w.Code != http.StatusNotFound {
+		t.Fatalf("without a webhook secret: %d %s, want 404 (no endpoint)", w.Code, w.Body)
+	}
 }

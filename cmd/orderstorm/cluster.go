@@ -80,7 +80,9 @@ const stormStripeKey = "sk_test_orderstorm"
 
 // ProviderWebhooks are the provider webhooks of a spawned cluster: paysim
 // signs them with Secret and sends them to orderd's POST /provider/webhooks
-// (ORDERD_PROVIDER_WEBHOOK_SECRET), duplicating, dropping, delaying and
+// (ORDERD_PROVIDER_WEBHOOK_SECRET) or, in Stripe mode, Stripe-signed to
+// POST /provider/stripe/webhooks (PAYSIM_STRIPE_WEBHOOK_SECRET,
+// ORDERD_STRIPE_WEBHOOK_SECRET), duplicating, dropping, delaying and
 // reordering some (paysim's -webhook-* settings).
 type ProviderWebhooks struct {
 	Secret        string        `json:"-"`
@@ -99,7 +101,12 @@ func paysimEnv(cfg ClusterConfig, addr, orderdBase string) []string {
 		env = append(env, "PAYSIM_API=stripe", "PAYSIM_STRIPE_SECRET_KEY="+stormStripeKey)
 	}
 	if pw := cfg.ProviderWebhooks; pw != nil && orderdBase != "" {
-		env = append(env, "PAYSIM_WEBHOOK_URL="+orderdBase+"/provider/webhooks", "PAYSIM_WEBHOOK_SECRET="+pw.Secret,
+		if cfg.Stripe {
+			env = append(env, "PAYSIM_WEBHOOK_URL="+orderdBase+"/provider/stripe/webhooks", "PAYSIM_STRIPE_WEBHOOK_SECRET="+pw.Secret)
+		} else {
+			env = append(env, "PAYSIM_WEBHOOK_URL="+orderdBase+"/provider/webhooks", "PAYSIM_WEBHOOK_SECRET="+pw.Secret)
+		}
+		env = append(env,
 			fmt.Sprintf("PAYSIM_WEBHOOK_DUPLICATE_RATE=%g", pw.DuplicateRate), fmt.Sprintf("PAYSIM_WEBHOOK_DROP_RATE=%g", pw.DropRate),
 			"PAYSIM_WEBHOOK_DELAY="+pw.Delay.String(), "PAYSIM_WEBHOOK_REORDER_WINDOW="+pw.ReorderWindow.String())
 	}
@@ -151,7 +158,10 @@ func Spawn(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		case payURL != "":
 			env = append(env, "ORDERD_PAYMENT_URL="+payURL)
 		}
-		if cfg.ProviderWebhooks != nil {
+		switch {
+		case cfg.ProviderWebhooks != nil && cfg.Stripe:
+			env = append(env, "ORDERD_STRIPE_WEBHOOK_SECRET="+cfg.ProviderWebhooks.Secret)
+		case cfg.ProviderWebhooks != nil:
 			env = append(env, "ORDERD_PROVIDER_WEBHOOK_SECRET="+cfg.ProviderWebhooks.Secret)
 		}
 		env = append(env, cfg.OrderdEnv...)

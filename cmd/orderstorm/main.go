@@ -43,7 +43,8 @@
 // with -kill-every it SIGKILLs and restarts them — only processes it
 // started. With -spawn, -provider-webhooks has the spawned paysim send its
 // signed webhooks to the first orderd (duplicated, dropped, delayed,
-// reordered), and -bus-commands gives the spawned orderd a commands stream,
+// reordered; with -provider stripe, Stripe-signed to
+// /provider/stripe/webhooks), and -bus-commands gives the spawned orderd a commands stream,
 // consumer and subject root of the run's own, deleted after it.
 //
 // After the storm every operation left without a definitive answer is sent
@@ -227,7 +228,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.Webhooks, "webhooks", false, "receive orderd's webhooks on a loopback endpoint and check them after the storm (orderd needs ORDERD_WEBHOOK_ALLOW_PRIVATE=true; -spawn sets it)")
 	var pw ProviderWebhooks
 	fs.StringVar(&c.Provider, "provider", "paysim", "with -spawn: paysim (its native API) or stripe (paysim -api stripe, and orderd with ORDERD_PAYMENT_PROVIDER=stripe: the Stripe adapter end to end)")
-	providerWebhooks := fs.Bool("provider-webhooks", false, "with -spawn: the spawned paysim sends signed webhooks to the first orderd (ORDERD_PROVIDER_WEBHOOK_SECRET), with the faults below")
+	providerWebhooks := fs.Bool("provider-webhooks", false, "with -spawn: the spawned paysim sends signed webhooks to the first orderd (ORDERD_PROVIDER_WEBHOOK_SECRET; with -provider stripe, Stripe-signed to /provider/stripe/webhooks, ORDERD_STRIPE_WEBHOOK_SECRET), with the faults below")
 	fs.Float64Var(&pw.DuplicateRate, "provider-webhook-duplicate-rate", 0.3, "with -provider-webhooks: fraction of provider webhooks delivered twice")
 	fs.Float64Var(&pw.DropRate, "provider-webhook-drop-rate", 0.05, "with -provider-webhooks: fraction never delivered")
 	fs.DurationVar(&pw.Delay, "provider-webhook-delay", 100*time.Millisecond, "with -provider-webhooks: delay before each delivery")
@@ -290,8 +291,6 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, fmt.Errorf("-provider must be paysim or stripe, not %q", c.Provider)
 	case c.Provider == "stripe" && (c.Spawn == 0 || c.PaysimURL != ""):
 		return c, errors.New("-provider stripe configures the cluster orderstorm spawns: it needs -spawn and no -paysim")
-	case c.Provider == "stripe" && c.ProviderWebhooks != nil:
-		return c, errors.New("-provider stripe with -provider-webhooks: orderd takes no Stripe webhooks yet (issue 15's provider-event inbox)")
 	case c.ProviderWebhooks != nil && (c.Spawn == 0 || c.PaysimURL != ""):
 		return c, errors.New("-provider-webhooks configures the paysim orderstorm spawns: it needs -spawn and no -paysim (with -targets, configure paysim's -webhook-url yourself)")
 	case c.ProviderWebhooks != nil && (pw.DuplicateRate < 0 || pw.DuplicateRate > 1 || pw.DropRate < 0 || pw.DropRate > 1 || pw.Delay < 0 || pw.ReorderWindow < 0):

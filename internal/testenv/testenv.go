@@ -81,6 +81,8 @@ type Options struct {
 	WrapWarehouse func(fulfillment.Warehouse) fulfillment.Warehouse
 	// ProviderWebhook serves the provider webhook endpoint (api.Config).
 	ProviderWebhook api.ProviderWebhook
+	// StripeWebhook serves the Stripe webhook endpoint (api.Config).
+	StripeWebhook api.ProviderWebhook
 	// TenantRateLimit, TenantBurst and AuthFailuresPerMinute are the API's
 	// rate limits (api.Config); zero means none.
 	TenantRateLimit       float64
@@ -150,6 +152,7 @@ func New(t testing.TB, kind string, opt Options) *Env {
 		Gate:              opt.Gate,
 		RequestTimeout:    opt.RequestTimeout,
 		ProviderWebhook:   opt.ProviderWebhook,
+		StripeWebhook:     opt.StripeWebhook,
 		// Loopback webhook receivers are what tests have.
 		Events: &webhook.Endpoints{Store: e.Store.(store.EventStore), AllowPrivate: true, Now: opt.Now, MaxPerTenant: opt.EndpointsPerTenant,
 			Ledger: e.Store, KeyTTL: opt.KeyTTL, DerivedKeyTTL: opt.DerivedKeyTTL},

@@ -1,9 +1,12 @@
 package stripepay
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,25 +61,74 @@ type WebhookVerifier struct {
 // refund): acknowledge it and do nothing. Errors wrap ErrSignature for a
 // signature that does not verify; other errors are malformed events.
 func (v WebhookVerifier) Parse(body []byte, header string) (ev payment.ProviderEvent, ok bool, err error) {
-	tol := v.Tolerance
-	if tol <= 0 {
-		tol = DefaultTolerance
+	if err := v.Verify(body, header); err != nil {
+		return ev, false, err
 	}
-	var se stripe.Event
-	verified := false
+	return v.Event(body)
+}
+
+// tolerance is v.Tolerance, DefaultTolerance when zero.
+func (v WebhookVerifier) tolerance() time.Duration {
+	if v.Tolerance <= 0 {
+		return DefaultTolerance
+	}
+	return v.Tolerance
+}
+
+// Verify checks body's signature header (Stripe-Signature,
+// docs.stripe.com/webhooks#verify-events) with stripe-go's webhook
+// package: one of its v1 signatures must be the HMAC-SHA256 of
+// "<t>.<body>" under one of v.Secrets, and t no older than the tolerance.
+// Errors wrap ErrSignature.
+func (v WebhookVerifier) Verify(body []byte, header string) error {
 	for _, s := range v.Secrets {
-		e, err := webhook.ConstructEventWithOptions(body, header, s, webhook.ConstructEventOptions{Tolerance: tol})
-		if err == nil {
-			se, verified = e, true
-			break
-		}
-		if !isSignatureError(err) {
-			return ev, false, fmt.Errorf("stripepay: webhook: %w", err)
+		switch err := webhook.ValidatePayloadWithTolerance(body, header, s, v.tolerance()); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, webhook.ErrNoValidSignature):
+			// Not signed, a malformed header, a stale timestamp: no
+			// other secret verifies it either.
+			return fmt.Errorf("%w: %v", ErrSignature, err)
 		}
 	}
-	if !verified {
-		return ev, false, ErrSignature
+	return ErrSignature
+}
+
+// Event maps a body whose signature Verify accepted, as Parse does; it
+// checks what stripe-go's webhook.ConstructEvent checks after the
+// signature (a JSON Event object, "object":"event", of an API version of
+// stripe.APIVersion's release train). Errors are malformed events.
+func (v WebhookVerifier) Event(body []byte) (ev payment.ProviderEvent, ok bool, err error) {
+	var se stripe.Event
+	if err := json.Unmarshal(body, &se); err != nil {
+		return ev, false, fmt.Errorf("stripepay: webhook: not a Stripe event: %w", err)
 	}
+	if se.Object != "event" {
+		return ev, false, fmt.Errorf("stripepay: webhook: object %q, not an event (a thin event notification?)", se.Object)
+	}
+	if !compatibleAPIVersion(stripe.APIVersion, se.APIVersion) {
+		return ev, false, fmt.Errorf("stripepay: webhook: event of API version %q, stripe-go expects %q", se.APIVersion, stripe.APIVersion)
+	}
+	return eventOf(se)
+}
+
+// compatibleAPIVersion is stripe-go's rule (webhook.isCompatibleAPIVersion):
+// versions are "yyyy-MM-dd.train"; an event is compatible when its release
+// train is the SDK's, or, for a preview SDK, when the versions are equal.
+func compatibleAPIVersion(sdk, event string) bool {
+	_, evTrain, ok := strings.Cut(event, ".")
+	if !ok {
+		return false
+	}
+	_, sdkTrain, _ := strings.Cut(sdk, ".")
+	if sdkTrain == "preview" {
+		return sdk == event
+	}
+	return evTrain == sdkTrain
+}
+
+// eventOf maps a Stripe event (see Parse).
+func eventOf(se stripe.Event) (ev payment.ProviderEvent, ok bool, err error) {
 	ev = payment.ProviderEvent{Source: Source, EventID: se.ID, ProviderType: string(se.Type)}
 	if se.Data == nil {
 		return ev, false, errors.New("stripepay: webhook: event without data")
@@ -141,7 +193,84 @@ func (v WebhookVerifier) Parse(body []byte, header string) (ev payment.ProviderE
 	return ev, true, nil
 }
 
-func isSignatureError(err error) bool {
-	return errors.Is(err, webhook.ErrInvalidHeader) || errors.Is(err, webhook.ErrNoValidSignature) ||
-		errors.Is(err, webhook.ErrNotSigned) || errors.Is(err, webhook.ErrTooOld)
+// Webhooks is the Stripe webhook endpoint's authenticator and parser, the
+// api.ProviderWebhook orderd serves at /provider/stripe/webhooks: the
+// same precheck, body bound, admission slot and inbox as paysim's native
+// webhooks (README "Connect Stripe").
+type Webhooks struct {
+	// Verifier holds the endpoint's signing secrets and tolerance.
+	Verifier WebhookVerifier
+	// Now is the clock CheckHeader ages the timestamp by (time.Now when
+	// nil); Authenticate uses stripe-go's, which is time.Now.
+	Now func() time.Time
+}
+
+// CheckHeader checks what can be checked of a Stripe-Signature header
+// before the body is read: present, "t=<unix seconds>" parseable, at least
+// one v1 signature, and t no older than the tolerance (stripe-go's rules,
+// docs.stripe.com/webhooks#verify-events). Errors wrap ErrSignature.
+func (w Webhooks) CheckHeader(h http.Header) error {
+	header := h.Get(SignatureHeader)
+	if header == "" {
+		return fmt.Errorf("%w: no %s header", ErrSignature, SignatureHeader)
+	}
+	var at time.Time
+	v1 := false
+	for pair := range strings.SplitSeq(header, ",") {
+		k, val, found := strings.Cut(pair, "=")
+		if !found {
+			return fmt.Errorf("%w: a malformed %s header", ErrSignature, SignatureHeader)
+		}
+		switch k {
+		case "t":
+			sec, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: a malformed timestamp", ErrSignature)
+			}
+			at = time.Unix(sec, 0)
+		case "v1":
+			if _, err := hex.DecodeString(val); err == nil {
+				v1 = true
+			}
+		}
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	switch {
+	case at.IsZero():
+		return fmt.Errorf("%w: no timestamp", ErrSignature)
+	case !v1:
+		return fmt.Errorf("%w: no v1 signature", ErrSignature)
+	case now().Sub(at) > w.Verifier.tolerance():
+		return fmt.Errorf("%w: the timestamp is older than %s", ErrSignature, w.Verifier.tolerance())
+	}
+	return nil
+}
+
+// Authenticate verifies the delivery's Stripe-Signature over its raw body
+// (WebhookVerifier.Verify). Errors wrap ErrSignature.
+func (w Webhooks) Authenticate(h http.Header, body []byte) error {
+	return w.Verifier.Verify(body, h.Get(SignatureHeader))
+}
+
+// Parse maps an authenticated body (WebhookVerifier.Event). An event that
+// means nothing to Orderly — another type, a pending refund, a refund or
+// charge.refunded without metadata orderly_reference (a refund Orderly
+// did not make) — is an error wrapping payment.ErrIgnoredEvent, which the
+// endpoint acknowledges with a 200: Stripe resends anything else for
+// days. Other errors are malformed events.
+func (w Webhooks) Parse(body []byte) (payment.ProviderEvent, error) {
+	ev, ok, err := w.Verifier.Event(body)
+	switch {
+	case err != nil:
+		return ev, err
+	case !ok:
+		return ev, fmt.Errorf("%w: Stripe event %s of type %s", payment.ErrIgnoredEvent, ev.EventID, ev.ProviderType)
+	case (ev.Type == payment.EventRefundSucceeded || ev.Type == payment.EventRefundFailed) && ev.Reference.Key == "":
+		return ev, fmt.Errorf("%w: Stripe event %s (%s) is about a refund without metadata %s", payment.ErrIgnoredEvent,
+			ev.EventID, ev.ProviderType, MetaReference)
+	}
+	return ev, nil
 }

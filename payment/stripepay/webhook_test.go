@@ -99,3 +99,76 @@ func TestWebhooksFromStripeModeParse(t *testing.T) {
 		t.Fatalf("fresh: %+v %v %v", ev, ok, err)
 	}
 }
+
+// TestWebhooksEndpointAdapter: stripepay.Webhooks, the api.ProviderWebhook
+// orderd serves at /provider/stripe/webhooks. CheckHeader refuses, before
+// the body is read, a missing, malformed or stale Stripe-Signature or one
+// without a v1; Authenticate verifies under any of the rotating secrets;
+// Parse maps the event, and an event that means nothing to Orderly (another
+// type, a pending refund, a refund without orderly_reference) wraps
+// payment.ErrIgnoredEvent rather than being malformed.
+func TestWebhooksEndpointAdapter(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	w := stripepay.Webhooks{Verifier: stripepay.WebhookVerifier{Secrets: []string{"whsec_old_0123456789", "whsec_new_0123456789"}},
+		Now: func() time.Time { return now }}
+	hdr := func(v string) http.Header {
+		h := http.Header{}
+		if v != "" {
+			h.Set(stripepay.SignatureHeader, v)
+		}
+		return h
+	}
+	for name, v := range map[string]string{
+		"missing":   "",
+		"malformed": "t=1,v1",
+		"no time":   "v1=00ff",
+		"no v1":     "t=1800000000,v0=00ff",
+		"stale":     "t=1799999000,v1=00ff",
+		"bad time":  "t=soon,v1=00ff",
+	} {
+		if err := w.CheckHeader(hdr(v)); !errors.Is(err, stripepay.ErrSignature) {
+			t.Errorf("CheckHeader(%s) = %v, want ErrSignature", name, err)
+		}
+	}
+	if err := w.CheckHeader(hdr("t=1800000000,v1=00ff,v0=zz")); err != nil {
+		t.Errorf("CheckHeader(fresh) = %v", err)
+	}
+
+	ev := func(typ, obj string) []byte {
+		return []byte(`{"id":"evt_1","object":"event","api_version":"` + stripesim.APIVersion + `","type":"` + typ + `","data":{"object":` + obj + `}}`)
+	}
+	body := ev("payment_intent.succeeded", `{"id":"pi_1","object":"payment_intent","amount":1500,"amount_received":1500,"currency":"eur",`+
+		`"metadata":{"orderly_order_id":"o1","orderly_reference":"o1/pay/1"}}`)
+	sig := stripesim.Sign([]string{"whsec_new_0123456789"}, time.Now(), body)
+	if err := w.Authenticate(hdr(sig), body); err != nil {
+		t.Fatalf("Authenticate: %v", err)
+	}
+	if err := w.Authenticate(hdr(sig), append(body, ' ')); !errors.Is(err, stripepay.ErrSignature) {
+		t.Fatalf("Authenticate(tampered) = %v, want ErrSignature", err)
+	}
+	got, err := w.Parse(body)
+	want := payment.ProviderEvent{Source: stripepay.Source, EventID: "evt_1", Type: payment.EventPaymentSucceeded,
+		ProviderType: "payment_intent.succeeded", ObjectID: "pi_1", IntentID: "pi_1",
+		Reference: payment.Reference{OrderID: "o1", Key: "o1/pay/1"}, Amount: 1500, Currency: "EUR"}
+	if err != nil || got != want {
+		t.Fatalf("Parse = %+v, %v; want %+v", got, err, want)
+	}
+	for name, b := range map[string][]byte{
+		"another type":   ev("customer.created", `{"id":"cus_1","object":"customer"}`),
+		"pending refund": ev("refund.updated", `{"id":"re_1","object":"refund","amount":1,"currency":"eur","status":"pending","payment_intent":"pi_1"}`),
+		"foreign refund": ev("charge.refunded", `{"id":"ch_1","object":"charge","amount_refunded":1,"currency":"eur","payment_intent":"pi_1","metadata":{}}`),
+	} {
+		if _, err := w.Parse(b); !errors.Is(err, payment.ErrIgnoredEvent) {
+			t.Errorf("Parse(%s) = %v, want ErrIgnoredEvent", name, err)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"not JSON":        []byte("nope"),
+		"not an event":    []byte(`{"id":"cus_1","object":"customer"}`),
+		"another version": []byte(`{"id":"evt_1","object":"event","api_version":"2011-01-01","type":"payment_intent.succeeded","data":{"object":{}}}`),
+	} {
+		if _, err := w.Parse(b); err == nil || errors.Is(err, payment.ErrIgnoredEvent) {
+			t.Errorf("Parse(%s) = %v, want a malformed event", name, err)
+		}
+	}
+}

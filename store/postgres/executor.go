@@ -285,8 +285,21 @@ func collectAttempts(out *[]payment.Attempt) func(pgx.Rows) error {
 
 // GetAttempt implements store.Executor.
 func (e executor) GetAttempt(ctx context.Context, providerKey string) (payment.Attempt, error) {
+	return e.getAttempt(ctx, selectAttempt, providerKey)
+}
+
+// GetAttemptByIntent implements store.Executor.
+func (e executor) GetAttemptByIntent(ctx context.Context, intentID string) (payment.Attempt, error) {
+	if intentID == "" {
+		return payment.Attempt{}, store.ErrNotFound
+	}
+	return e.getAttempt(ctx, selectAttemptByIntent, intentID)
+}
+
+// getAttempt reads the one attempt q selects by arg, or ErrNotFound.
+func (e executor) getAttempt(ctx context.Context, q, arg string) (payment.Attempt, error) {
 	var a *payment.Attempt
-	err := e.db.query(ctx, selectAttempt, []any{providerKey}, func(rows pgx.Rows) error {
+	err := e.db.query(ctx, q, []any{arg}, func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c attemptCols
 			if err := rows.Scan(c.targets()...); err != nil {

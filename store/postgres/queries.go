@@ -162,6 +162,11 @@ SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
 
 const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = $1`
 
+// selectAttemptByIntent reads the attempt that recorded intent $1
+// (provider_attempts_intent_idx).
+const selectAttemptByIntent = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE intent_id = $1
+ORDER BY created_at, provider_key LIMIT 1`
+
 // updateAttempt settles an attempt ($1 provider key, $2 status, $3 provider
 // ref, $4 error code, $5 at). A settled attempt is never re-opened by a
 // late, stale answer: succeeded, declined and rejected stay.

@@ -101,6 +101,11 @@ RETURNING ` + attemptColumns
 
 const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = ?1`
 
+// selectAttemptByIntent reads the attempt that recorded intent ?1
+// (provider_attempts_intent_idx).
+const selectAttemptByIntent = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE intent_id = ?1
+ORDER BY created_at, provider_key LIMIT 1`
+
 const updateAttempt = `
 UPDATE provider_attempts SET status = ?2, provider_ref = COALESCE(?3, provider_ref),
     error_code = ?4, updated_at = ?5

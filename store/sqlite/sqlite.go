@@ -312,6 +312,15 @@ func (e executor) GetAttempt(ctx context.Context, providerKey string) (payment.A
 	return a, translate(err)
 }
 
+// GetAttemptByIntent implements store.Executor.
+func (e executor) GetAttemptByIntent(ctx context.Context, intentID string) (payment.Attempt, error) {
+	if intentID == "" {
+		return payment.Attempt{}, store.ErrNotFound
+	}
+	a, err := scanAttempt(e.c.QueryRowContext(ctx, selectAttemptByIntent, intentID))
+	return a, translate(err)
+}
+
 // RecordAttemptProgress implements store.Executor in one statement.
 func (e executor) RecordAttemptProgress(ctx context.Context, l store.Lease, p store.AttemptProgress) (payment.Attempt, error) {
 	var sent any

@@ -81,4 +81,39 @@ func testAttemptProgress(t *testing.T, open func(t *testing.T) *subject) {
 			t.Fatalf("attempt intent = %q, want pi_new", got.IntentID)
 		}
 	})
+	t.Run("ByIntent", func(t *testing.T) {
+		t.Parallel()
+		s, ctx := open(t), t.Context()
+		lease, a := setup(t, s)
+		if _, err := s.GetAttemptByIntent(ctx, "pi_by_intent"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("GetAttemptByIntent before the intent is recorded: %v, want ErrNotFound", err)
+		}
+		if _, err := s.GetAttemptByIntent(ctx, ""); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("GetAttemptByIntent(\"\"): %v, want ErrNotFound", err)
+		}
+		if _, err := s.RecordAttemptProgress(ctx, lease, store.AttemptProgress{ProviderKey: a.ProviderKey, IntentID: "pi_by_intent"}); err != nil {
+			t.Fatalf("RecordAttemptProgress: %v", err)
+		}
+		want := a
+		want.IntentID = "pi_by_intent"
+		got, err := s.GetAttemptByIntent(ctx, "pi_by_intent")
+		if err != nil {
+			t.Fatalf("GetAttemptByIntent: %v", err)
+		}
+		assertAttempt(t, got, want)
+		// Inside a transaction, as the inbox reads it.
+		err = s.InTx(ctx, func(tx store.Executor) error {
+			got, err := tx.GetAttemptByIntent(ctx, "pi_by_intent")
+			if err == nil && got.ProviderKey != a.ProviderKey {
+				t.Errorf("GetAttemptByIntent in a transaction = %q, want %q", got.ProviderKey, a.ProviderKey)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("InTx: %v", err)
+		}
+		if _, err := s.GetAttemptByIntent(ctx, "pi_other"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("GetAttemptByIntent(another intent): %v, want ErrNotFound", err)
+		}
+	})
 }
