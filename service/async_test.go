@@ -1,0 +1,279 @@
+package service_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/simulator"
+	"github.com/orderly/orderly/paysim/testmode"
+	"github.com/orderly/orderly/service"
+)
+
+// Asynchronous payments (issue 16) with the in-process simulator, on both
+// stores: a pay whose intent waits for 3-D Secure or a bank debit answers
+// with a pending payment (the api's 202), its key replays it, and a retry,
+// the completer or a cancel settles it with one capture at most.
+
+var (
+	pay3DS   = service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: simulator.MethodThreeDSecure}
+	payDebit = service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: simulator.MethodBankDebit}
+)
+
+// pending pays o with in under k and requires a pending payment in status
+// want, the order still RCVD, and the attempt open in that status.
+func (f *fixture) pending(t *testing.T, o order.Order, k string, in service.PayInput, want payment.AttemptStatus) service.Result {
+	t.Helper()
+	ctx := context.Background()
+	res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key(k)}, in)
+	if err != nil || res.Payment == nil || res.Payment.Status != want || res.Order.State != order.Received {
+		t.Fatalf("pay with %s = %+v (payment %+v), %v; want a pending payment %s on a RCVD order", in.PaymentMethod, res, res.Payment, err, want)
+	}
+	a, err := f.st.GetAttempt(ctx, chargeKeyOf(o))
+	if err != nil || a.Status != want || a.IntentID != res.Payment.IntentID || !a.Status.Open() {
+		t.Fatalf("attempt = %+v, %v; want it open in %s on intent %s", a, err, want, res.Payment.IntentID)
+	}
+	return res
+}
+
+func chargeKeyOf(o order.Order) string { return o.ID + "/pay/" + itoa(o.Version) }
+
+func itoa(v int64) string {
+	b := []byte{}
+	for {
+		b = append([]byte{byte('0' + v%10)}, b...)
+		if v /= 10; v == 0 {
+			return string(b)
+		}
+	}
+}
+
+// TestThreeDSecurePendingThenPaidOnRetry: 3-D Secure → a pending payment
+// with next_action and client_secret; the same key replays it (no second
+// confirm); after the customer authenticates, the retry of the same key
+// reads the intent and ends PAID with one capture.
+func TestThreeDSecurePendingThenPaidOnRetry(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		res := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction)
+		p := res.Payment
+		if p.ClientSecret == "" || p.NextAction == nil || p.NextAction.Type != "redirect_to_url" || p.NextAction.RedirectURL == "" {
+			t.Fatalf("pending payment = %+v; want a client secret and a redirect_to_url next action", p)
+		}
+		if res.Replayed {
+			t.Fatal("the first answer says replayed")
+		}
+		confirms := f.gw.Calls()
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}
+		again, err := f.svc.Pay(ctx, call, pay3DS)
+		if err != nil || again.Payment == nil || !again.Replayed || again.Payment.IntentID != p.IntentID || again.Order.State != order.Received {
+			t.Fatalf("same key while pending = %+v, %v; want the pending payment replayed", again, err)
+		}
+		if f.gw.Calls() != confirms {
+			t.Fatalf("the replay confirmed again (%d confirms)", f.gw.Calls()-confirms)
+		}
+		if err := f.gw.Authenticate(p.IntentID, true); err != nil {
+			t.Fatal(err)
+		}
+		paid, err := f.svc.Pay(ctx, call, pay3DS)
+		if err != nil || paid.Order.State != order.Paid || paid.Payment != nil {
+			t.Fatalf("retry after authentication = %+v, %v; want PAID", paid, err)
+		}
+		if f.gw.Calls() != confirms || f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("%d more confirms, %d captures; want none and 1", f.gw.Calls()-confirms, f.gw.Captures(o.ID))
+		}
+		replay, err := f.svc.Pay(ctx, call, pay3DS)
+		if err != nil || !replay.Replayed || replay.Order.State != order.Paid {
+			t.Fatalf("replay after PAID = %+v, %v", replay, err)
+		}
+		if a, _ := f.st.GetAttempt(ctx, chargeKeyOf(o)); a.Status != payment.AttemptSucceeded {
+			t.Fatalf("attempt %s, want succeeded", a.Status)
+		}
+	})
+}
+
+// TestThreeDSecureFailedThenAnotherMethod: failed authentication declines
+// the attempt; the order stays RCVD and another method pays it under a new
+// key, once.
+func TestThreeDSecureFailedThenAnotherMethod(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction).Payment
+		if err := f.gw.Authenticate(p.IntentID, false); err != nil {
+			t.Fatal(err)
+		}
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}
+		if _, err := f.svc.Pay(ctx, call, pay3DS); apperr.ErrorCode(err) != apperr.EDeclined {
+			t.Fatalf("retry after failed authentication: %v, want EDeclined", err)
+		}
+		if a, _ := f.st.GetAttempt(ctx, chargeKeyOf(o)); a.Status != payment.AttemptDeclined {
+			t.Fatalf("attempt %s, want declined", a.Status)
+		}
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, payIn)
+		if err != nil || res.Order.State != order.Paid || f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("pay with another method = %+v, %v, %d captures; want PAID once", res, err, f.gw.Captures(o.ID))
+		}
+	})
+}
+
+// TestBankDebitSettledByCompleter: a processing debit is settled by the
+// completer reading the intent (no client retry): success → PAID once; a
+// failed debit → declined, the order payable again.
+func TestBankDebitSettledByCompleter(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "D", payDebit, payment.AttemptProcessing).Payment
+		// While the bank collects, the completer leaves it pending, never
+		// parked.
+		if _, err := f.svc.RecoverAbandoned(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if a, _ := f.st.GetAttempt(ctx, chargeKeyOf(o)); a.Status != payment.AttemptProcessing {
+			t.Fatalf("attempt %s after a completer pass while processing, want processing", a.Status)
+		}
+		if err := f.gw.Settle(p.IntentID, true); err != nil {
+			t.Fatal(err)
+		}
+		f.clk.Advance(time.Hour) // past the completer's backoff
+		if _, err := f.svc.RecoverAbandoned(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.svc.Get(ctx, "t1", o.ID)
+		if err != nil || got.State != order.Paid || f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("after settle and a completer pass: %+v, %v, %d captures; want PAID once", got, err, f.gw.Captures(o.ID))
+		}
+
+		o2 := f.order(t)
+		p2 := f.pending(t, o2, "E", payDebit, payment.AttemptProcessing).Payment
+		if err := f.gw.Settle(p2.IntentID, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o2.ID, Key: key("E")}, payDebit); apperr.ErrorCode(err) != apperr.EDeclined {
+			t.Fatalf("retry after a failed debit: %v, want EDeclined", err)
+		}
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o2.ID, Key: key("F")}, payIn)
+		if err != nil || res.Order.State != order.Paid || f.gw.Captures(o2.ID) != 1 {
+			t.Fatalf("pay again after a failed debit = %+v, %v; want PAID once", res, err)
+		}
+	})
+}
+
+// TestCancelDuringPendingCancelsIntent: cancelling an order whose payment
+// waits for 3-D Secure cancels the intent first; the customer can no longer
+// complete it, nothing is captured, and the pay's key answers that its
+// payment was declined (canceled).
+func TestCancelDuringPendingCancelsIntent(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction).Payment
+		res, err := f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")})
+		if err != nil || res.Order.State != order.Cancelled {
+			t.Fatalf("cancel during a pending payment = %+v, %v; want CANCELLED", res, err)
+		}
+		in, err := f.gw.Retrieve(ctx, p.IntentID)
+		if err != nil || in.Status != payment.IntentCanceled {
+			t.Fatalf("intent = %+v, %v; want canceled", in, err)
+		}
+		if err := f.gw.Authenticate(p.IntentID, true); err == nil {
+			t.Fatal("the customer authenticated a canceled intent")
+		}
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, pay3DS); apperr.ErrorCode(err) != apperr.EDeclined {
+			t.Fatalf("pay key after the cancel: %v, want EDeclined (canceled)", err)
+		}
+		if a, _ := f.st.GetAttempt(ctx, chargeKeyOf(o)); a.Status != payment.AttemptDeclined || a.ErrorCode != "canceled" {
+			t.Fatalf("attempt = %s %s, want declined canceled", a.Status, a.ErrorCode)
+		}
+		if f.gw.Captures(o.ID) != 0 || f.gw.Refunds(o.ID) != 0 {
+			t.Fatalf("%d captures, %d refunds; want none", f.gw.Captures(o.ID), f.gw.Refunds(o.ID))
+		}
+	})
+}
+
+// TestCancelAfterLateSuccessRefunds: the customer authenticated before the
+// cancel reached the provider: the cancel finds the money received, the
+// order goes PAID (its event) and is refunded once, then CANCELLED.
+func TestCancelAfterLateSuccessRefunds(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction).Payment
+		if err := f.gw.Authenticate(p.IntentID, true); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")})
+		if err != nil || res.Order.State != order.Cancelled || res.Order.PaidAt == nil {
+			t.Fatalf("cancel after a late success = %+v, %v; want CANCELLED from PAID", res, err)
+		}
+		if f.gw.Captures(o.ID) != 1 || f.gw.Refunds(o.ID) != 1 || f.gw.Received(o.ID) != 1500 {
+			t.Fatalf("%d captures, %d refunds; want 1 and 1", f.gw.Captures(o.ID), f.gw.Refunds(o.ID))
+		}
+		if in, _ := f.gw.Retrieve(ctx, p.IntentID); in.AmountRefunded != in.AmountReceived {
+			t.Fatalf("intent refunded %d of %d", in.AmountRefunded, in.AmountReceived)
+		}
+	})
+}
+
+// TestCancelDuringProcessingIsBusy: a processing debit cannot be cancelled
+// at the provider, so the cancel is a 409 order_busy and the order stays
+// RCVD; once the debit settles the cancel refunds it.
+func TestCancelDuringProcessingIsBusy(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "D", payDebit, payment.AttemptProcessing).Payment
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}
+		if _, err := f.svc.Cancel(ctx, call); apperr.ErrorCode(err) != apperr.EOrderBusy {
+			t.Fatalf("cancel while processing: %v, want EOrderBusy", err)
+		}
+		if got, _ := f.svc.Get(ctx, "t1", o.ID); got.State != order.Received {
+			t.Fatalf("order %s, want RCVD", got.State)
+		}
+		if err := f.gw.Settle(p.IntentID, true); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.svc.Cancel(ctx, call)
+		if err != nil || res.Order.State != order.Cancelled || f.gw.Refunds(o.ID) != 1 || f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("cancel after the debit settled = %+v, %v; want CANCELLED and refunded once", res, err)
+		}
+	})
+}
+
+// TestPendingPaymentExpires: a 3-D Secure never completed is expired by the
+// completer past PendingPaymentExpiry: its intent is cancelled, the
+// attempt declined payment_expired, and the order can be paid again.
+func TestPendingPaymentExpires(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction).Payment
+		if _, err := f.svc.RecoverAbandoned(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if a, _ := f.st.GetAttempt(ctx, chargeKeyOf(o)); a.Status != payment.AttemptRequiresAction {
+			t.Fatalf("attempt %s before the expiry, want requires_action", a.Status)
+		}
+		f.clk.Advance(service.DefaultPendingPaymentExpiry + time.Minute)
+		if _, err := f.svc.RecoverAbandoned(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := f.st.GetAttempt(ctx, chargeKeyOf(o))
+		if a.Status != payment.AttemptDeclined || a.ErrorCode != "payment_expired" {
+			t.Fatalf("attempt = %s %s after the expiry, want declined payment_expired", a.Status, a.ErrorCode)
+		}
+		if in, _ := f.gw.Retrieve(ctx, p.IntentID); in.Status != payment.IntentCanceled {
+			t.Fatalf("intent %s, want canceled", in.Status)
+		}
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")},
+			service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: testmode.MethodApproved})
+		if err != nil || res.Order.State != order.Paid || f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("pay after the expiry = %+v, %v; want PAID once", res, err)
+		}
+	})
+}
