@@ -2,13 +2,20 @@ package service_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/payment/stripepay"
+	"github.com/orderly/orderly/paysim"
 	"github.com/orderly/orderly/paysim/simulator"
+	"github.com/orderly/orderly/paysim/stripesim"
 	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
 )
@@ -276,4 +283,144 @@ func TestPendingPaymentExpires(t *testing.T) {
 			t.Fatalf("pay after the expiry = %+v, %v; want PAID once", res, err)
 		}
 	})
+}
+
+// TestAsyncPaymentsWithStripeAdapter runs the flows through the Stripe
+// adapter against paysim's Stripe mode, completing 3-D Secure and bank
+// debits with its admin endpoints: authenticated → the retry of the same
+// key is PAID with one capture; failed authentication → another method
+// pays; a settled debit → PAID, a failed one → payable again; a cancel
+// during 3-D Secure cancels the PaymentIntent and nothing is captured.
+func TestAsyncPaymentsWithStripeAdapter(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, err := paysim.OpenLedger(ctx, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			native, err := paysim.NewServer(l, paysim.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sim, err := stripesim.New(ctx, l, native, stripesim.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(sim)
+			t.Cleanup(func() { sim.StopDelays(); ts.Close(); l.Close() })
+			gw, err := stripepay.New(stripepay.Options{SecretKey: "sk_test_orderly", APIBase: ts.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := testenv.New(t, kind, testenv.Options{})
+			svc := service.New(env.Store, gw, simulator.NewWarehouse(), service.Config{LeaseDuration: 10 * time.Second})
+			admin := func(id, what, outcome string) {
+				t.Helper()
+				resp, err := http.Post(ts.URL+"/admin/stripe/payment_intents/"+id+"/"+what+"?outcome="+outcome, "", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s %s: %d", what, id, resp.StatusCode)
+				}
+			}
+			captures := func(orderID string) int {
+				t.Helper()
+				s, err := paysim.NewAdminClient(ts.URL).Ledger(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, c := range s.Charges {
+					if c.OrderID == orderID && c.Status == paysim.ChargeCaptured {
+						n++
+					}
+				}
+				return n
+			}
+			newOrder := func() order.Order {
+				res, err := svc.Create(ctx, "t1", idempotency.Key{}, input)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res.Order
+			}
+			with := func(method string) service.PayInput {
+				return service.PayInput{Amount: 1500, Currency: "EUR", PaymentMethod: method}
+			}
+			pending := func(o order.Order, k, method string, want payment.AttemptStatus) *service.PendingPayment {
+				t.Helper()
+				res, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key(k)}, with(method))
+				if err != nil || res.Payment == nil || res.Payment.Status != want || res.Order.State != order.Received {
+					t.Fatalf("pay with %s = %+v, %v; want pending %s", method, res, err, want)
+				}
+				return res.Payment
+			}
+
+			// 3-D Secure, authenticated, completed by a retry of the key.
+			o := newOrder()
+			p := pending(o, "A", stripesim.Method3DS2Required, payment.AttemptRequiresAction)
+			if p.NextAction == nil || p.NextAction.Type != "redirect_to_url" || p.NextAction.RedirectURL == "" || p.ClientSecret == "" {
+				t.Fatalf("pending payment %+v: want Stripe's next_action redirect_to_url and a client_secret", p)
+			}
+			again, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, with(stripesim.Method3DS2Required))
+			if err != nil || !again.Replayed || again.Payment == nil || again.Payment.IntentID != p.IntentID {
+				t.Fatalf("same key while pending = %+v, %v; want the pending payment replayed", again, err)
+			}
+			admin(p.IntentID, "authenticate", "success")
+			res, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, with(stripesim.Method3DS2Required))
+			if err != nil || res.Order.State != order.Paid || captures(o.ID) != 1 {
+				t.Fatalf("retry after authentication = %+v, %v, %d captures; want PAID once", res, err, captures(o.ID))
+			}
+
+			// 3-D Secure failed: another method pays under a new key.
+			o = newOrder()
+			p = pending(o, "B", stripesim.Method3DS2Required, payment.AttemptRequiresAction)
+			admin(p.IntentID, "authenticate", "failure")
+			if _, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, with(stripesim.Method3DS2Required)); apperr.ErrorCode(err) != apperr.EDeclined {
+				t.Fatalf("retry after failed authentication: %v, want EDeclined", err)
+			}
+			if res, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B2")}, with(stripesim.MethodVisa)); err != nil || res.Order.State != order.Paid || captures(o.ID) != 1 {
+				t.Fatalf("pay with another method = %+v, %v; want PAID once", res, err)
+			}
+
+			// A bank debit settled, then one that fails.
+			o = newOrder()
+			p = pending(o, "C", stripesim.MethodSEPADebit, payment.AttemptProcessing)
+			admin(p.IntentID, "settle", "success")
+			if res, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}, with(stripesim.MethodSEPADebit)); err != nil || res.Order.State != order.Paid || captures(o.ID) != 1 {
+				t.Fatalf("retry after the debit settled = %+v, %v; want PAID once", res, err)
+			}
+			o = newOrder()
+			p = pending(o, "D", stripesim.MethodUSBankAccount, payment.AttemptProcessing)
+			admin(p.IntentID, "settle", "failure")
+			if _, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("D")}, with(stripesim.MethodUSBankAccount)); apperr.ErrorCode(err) != apperr.EDeclined {
+				t.Fatalf("retry after a failed debit: %v, want EDeclined", err)
+			}
+			if res, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("D2")}, with(stripesim.MethodVisa)); err != nil || res.Order.State != order.Paid || captures(o.ID) != 1 {
+				t.Fatalf("pay again after a failed debit = %+v, %v; want PAID once", res, err)
+			}
+
+			// Cancel during 3-D Secure: the PaymentIntent is canceled first.
+			o = newOrder()
+			p = pending(o, "E", stripesim.Method3DS2Required, payment.AttemptRequiresAction)
+			if res, err := svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("E2")}); err != nil || res.Order.State != order.Cancelled {
+				t.Fatalf("cancel during 3-D Secure = %+v, %v; want CANCELLED", res, err)
+			}
+			if in, err := gw.Retrieve(ctx, p.IntentID); err != nil || in.Status != payment.IntentCanceled {
+				t.Fatalf("PaymentIntent = %+v, %v; want canceled", in, err)
+			}
+			resp, err := http.Post(ts.URL+"/admin/stripe/payment_intents/"+p.IntentID+"/authenticate?outcome=success", "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK || captures(o.ID) != 0 {
+				t.Fatalf("authenticating the canceled PaymentIntent: %d, %d captures; want refused, none", resp.StatusCode, captures(o.ID))
+			}
+		})
+	}
 }
