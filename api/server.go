@@ -350,6 +350,18 @@ func (s *server) getOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	p, err := s.svc.PendingPayment(r.Context(), o)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if p != nil {
+		// A pay of this version waits for the customer or the bank: the
+		// order shows it (without the client secret, which only the pay's
+		// answer and its replays carry).
+		writeJSON(w, http.StatusOK, pendingOrderView{Order: o, Payment: pendingPaymentOf(p)})
+		return
+	}
 	writeJSON(w, http.StatusOK, o)
 }
 

@@ -288,6 +288,27 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (order.Order, er
 	return o, notFound(err, id)
 }
 
+// PendingPayment returns the payment of order o that waits asynchronously
+// (its charge attempt at o's version in requires_action or processing,
+// issue 16), with Status and IntentID only — the client secret and next
+// action are the pay's answer, not stored — or nil when o is not RCVD or
+// no payment of it waits. It reads the primary store.
+func (s *Service) PendingPayment(ctx context.Context, o order.Order) (*PendingPayment, error) {
+	if o.State != order.Received {
+		return nil, nil
+	}
+	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !a.Status.Awaiting():
+		return nil, nil
+	}
+	return &PendingPayment{Status: a.Status, IntentID: a.IntentID}, nil
+}
+
 // List returns the tenant's orders matching f, newest first, and the cursor
 // of the next page ("" on the last page). Limit is clamped to [1, 100],
 // default 20. Like Get, it may answer from a read replica.
