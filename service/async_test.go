@@ -424,3 +424,25 @@ func TestAsyncPaymentsWithStripeAdapter(t *testing.T) {
 		})
 	}
 }
+
+// TestPendingPaymentHoldsTheOrder: while a payment waits, a pay under a new
+// key with another method is 409 order_busy (the attempt is the order's one
+// open attempt) and one with the same method joins it (the same pending
+// payment, no second confirm of another intent).
+func TestPendingPaymentHoldsTheOrder(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction).Payment
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, payIn); apperr.ErrorCode(err) != apperr.EOrderBusy {
+			t.Fatalf("pay with another method while 3-D Secure waits: %v, want EOrderBusy", err)
+		}
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}, pay3DS)
+		if err != nil || res.Payment == nil || res.Payment.IntentID != p.IntentID || res.Replayed {
+			t.Fatalf("pay with the same method under a new key = %+v, %v; want the same pending payment", res, err)
+		}
+		if f.gw.Captures(o.ID) != 0 {
+			t.Fatalf("%d captures while pending", f.gw.Captures(o.ID))
+		}
+	})
+}
