@@ -73,7 +73,6 @@ func (s AttemptStatus) Awaiting() bool {
 	return s == AttemptRequiresAction || s == AttemptProcessing
 }
 
-
 // Attempt is one logical provider call, identified by the idempotency key
 // sent to the provider (ProviderKey): a charge of one order version, a
 // shipment, a refund. Amount is in minor units of Currency.
@@ -99,4 +98,3 @@ type Attempt struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
-
