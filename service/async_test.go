@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
@@ -443,6 +444,47 @@ func TestPendingPaymentHoldsTheOrder(t *testing.T) {
 		}
 		if f.gw.Captures(o.ID) != 0 {
 			t.Fatalf("%d captures while pending", f.gw.Captures(o.ID))
+		}
+	})
+}
+
+// TestProviderEventSettlesPendingPayment: the provider-event inbox (issue
+// 15) settles a pending payment as it settles an unknown outcome: a
+// payment.succeeded for the waiting attempt moves the order to PAID (one
+// order.paid event), a duplicate changes nothing, and the pay's key then
+// answers PAID without confirming again; a payment.failed for another
+// order's pending payment declines it and the order is payable again.
+func TestProviderEventSettlesPendingPayment(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction).Payment
+		if err := f.gw.Authenticate(p.IntentID, true); err != nil {
+			t.Fatal(err)
+		}
+		ev := chargeEvent("evt_3ds_ok", payment.EventPaymentSucceeded, o)
+		for i, want := range []service.InboxOutcome{service.InboxApplied, service.InboxDuplicate} {
+			if got, err := f.svc.TakeProviderEvent(ctx, ev); err != nil || got != want {
+				t.Fatalf("delivery %d = %q, %v; want %q", i+1, got, err, want)
+			}
+		}
+		confirms := f.gw.Calls()
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, pay3DS)
+		if err != nil || res.Order.State != order.Paid || res.Payment != nil || f.gw.Calls() != confirms || f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("the pay's key after the webhook = %+v, %v, %d captures; want PAID once, no confirm", res, err, f.gw.Captures(o.ID))
+		}
+		assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid)
+
+		o2 := f.order(t)
+		f.pending(t, o2, "B", payDebit, payment.AttemptProcessing)
+		if got, err := f.svc.TakeProviderEvent(ctx, chargeEvent("evt_debit_failed", payment.EventPaymentFailed, o2)); err != nil || got != service.InboxApplied {
+			t.Fatalf("payment.failed = %q, %v", got, err)
+		}
+		if got, _ := f.svc.Get(ctx, "t1", o2.ID); got.State != order.Received || got.Version != o2.Version+1 {
+			t.Fatalf("after the failed debit: %s v%d, want RCVD v%d", got.State, got.Version, o2.Version+1)
+		}
+		if res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o2.ID, Key: key("C")}, payIn); err != nil || res.Order.State != order.Paid {
+			t.Fatalf("pay again after the failed debit = %+v, %v; want PAID", res, err)
 		}
 	})
 }
