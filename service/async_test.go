@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -486,5 +487,46 @@ func TestProviderEventSettlesPendingPayment(t *testing.T) {
 		if res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o2.ID, Key: key("C")}, payIn); err != nil || res.Order.State != order.Paid {
 			t.Fatalf("pay again after the failed debit = %+v, %v; want PAID", res, err)
 		}
+	})
+}
+
+// TestPendingPaymentRace: after the customer authenticates, the webhook
+// (twice), a retry of the pay's key, a pay under a new key and the
+// completer race to settle the same pending payment: one capture, one
+// order.paid event, the order PAID.
+func TestPendingPaymentRace(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		p := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction).Payment
+		if err := f.gw.Authenticate(p.IntentID, true); err != nil {
+			t.Fatal(err)
+		}
+		ev := chargeEvent("evt_race", payment.EventPaymentSucceeded, o)
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				switch i {
+				case 0, 1:
+					_, _ = f.svc.TakeProviderEvent(ctx, ev)
+				case 2:
+					_, _ = f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, pay3DS)
+				case 3:
+					_, _ = f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, pay3DS)
+				default:
+					_, _ = f.svc.RecoverAbandoned(ctx, 10)
+				}
+			})
+		}
+		wg.Wait()
+		// Whatever lost a race with a 409 or 503 ends on its next retry.
+		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, pay3DS)
+		if err != nil || res.Order.State != order.Paid {
+			t.Fatalf("the pay's key after the race = %+v, %v; want PAID", res, err)
+		}
+		if f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("%d captures, want 1", f.gw.Captures(o.ID))
+		}
+		assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid)
 	})
 }
