@@ -723,27 +723,30 @@ func (s *Service) confirmOnce(ctx context.Context, a payment.Attempt, id, key st
 // cancelIntent cancels intent id of the pending charge attempt a (issue 16)
 // under "<attempt key>/cancel" (docs.stripe.com/api/payment_intents/cancel:
 // a canceled PaymentIntent makes no further charge) and classifies the
-// intent as it is afterwards: declined (canceled, or declined meanwhile:
-// nothing received), succeeded (the money landed first), awaiting (still
+// intent as it is afterwards: declined (canceled, with code "canceled", or
+// declined meanwhile: nothing received), succeeded (the money landed first), awaiting (still
 // processing: a bank debit, which the provider cancels only in rare
 // cases, or a cancel that did not take), retryable or unknown (nothing
 // known; cancelling again is safe).
 func (s *Service) cancelIntent(ctx context.Context, a payment.Attempt, id string) callResult {
 	return s.provider(ctx, ProviderCancel, func(ctx context.Context) callResult {
 		in, err := s.gateway.Cancel(ctx, payment.CancelRequest{IdempotencyKey: a.ProviderKey + "/cancel", IntentID: id})
-		if err == nil {
-			return s.classifyIntent(in, nil)
+		if err != nil {
+			if payment.IsRetryable(err) {
+				return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+			}
+			// Refused (the intent received money, or is processing) or
+			// lost: the intent says which.
+			var rr callResult
+			if in, rr = s.retrieve(ctx, id); rr.class != 0 {
+				return rr
+			}
 		}
-		if payment.IsRetryable(err) {
-			return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+		r := s.classifyIntent(in, nil)
+		if in.Status == payment.IntentCanceled {
+			r.code = "canceled"
 		}
-		// Refused (the intent received money, or is processing) or lost:
-		// the intent says which.
-		in, rr := s.retrieve(ctx, id)
-		if rr.class != 0 {
-			return rr
-		}
-		return s.classifyIntent(in, nil)
+		return r
 	})
 }
 
@@ -753,7 +756,7 @@ func (s *Service) cancelIntent(ctx context.Context, a payment.Attempt, id string
 // intent that succeeded meanwhile is a success.
 func (s *Service) expire(ctx context.Context, a payment.Attempt, id string) callResult {
 	r := s.cancelIntent(ctx, a, id)
-	if r.class == declined {
+	if r.class == declined && r.code == "canceled" {
 		s.cfg.Logger.Info("a pending payment expired; its intent was cancelled", "order_id", a.OrderID,
 			"provider_key", a.ProviderKey, "pending_payment_expiry", s.cfg.PendingPaymentExpiry)
 		return callResult{class: declined, code: "payment_expired", err: apperr.Errorf(apperr.EDeclined,
@@ -777,7 +780,11 @@ func (s *Service) cancelAwaiting(ctx context.Context, rec idempotency.Record, le
 	upd := &store.AttemptUpdate{ProviderKey: ca.ProviderKey, At: now}
 	switch r.class {
 	case declined:
-		upd.Status, upd.ErrorCode = payment.AttemptDeclined, "canceled"
+		// Canceled, or declined meanwhile (the customer failed 3-D Secure).
+		upd.Status, upd.ErrorCode = payment.AttemptDeclined, r.code
+		if r.code == "" {
+			upd.ErrorCode = string(r.err.Code)
+		}
 		res, err := s.completeOK(ctx, rec, lease, next, &next, upd)
 		s.observeTransition(order.EventCancel, o.State, next.State, err)
 		if errors.Is(err, store.ErrVersionConflict) {
