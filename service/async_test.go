@@ -298,24 +298,7 @@ func TestAsyncPaymentsWithStripeAdapter(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			l, err := paysim.OpenLedger(ctx, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			native, err := paysim.NewServer(l, paysim.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sim, err := stripesim.New(ctx, l, native, stripesim.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ts := httptest.NewServer(sim)
-			t.Cleanup(func() { sim.StopDelays(); ts.Close(); l.Close() })
-			gw, err := stripepay.New(stripepay.Options{SecretKey: "sk_test_orderly", APIBase: ts.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ts, gw := stripeSim(t)
 			env := testenv.New(t, kind, testenv.Options{})
 			svc := service.New(env.Store, gw, simulator.NewWarehouse(), service.Config{LeaseDuration: 10 * time.Second})
 			admin := func(id, what, outcome string) {
@@ -529,4 +512,81 @@ func TestPendingPaymentRace(t *testing.T) {
 		}
 		assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid)
 	})
+}
+
+// stripeSim serves paysim's Stripe mode for t and returns it with the
+// Stripe adapter pointed at it.
+func stripeSim(t *testing.T) (*httptest.Server, *stripepay.Gateway) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := paysim.OpenLedger(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	native, err := paysim.NewServer(l, paysim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := stripesim.New(ctx, l, native, stripesim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(sim)
+	t.Cleanup(func() { sim.StopDelays(); ts.Close(); l.Close() })
+	gw, err := stripepay.New(stripepay.Options{SecretKey: "sk_test_orderly", APIBase: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts, gw
+}
+
+// TestPendingPaymentExpiresWithStripeAdapter: a 3-D Secure never completed
+// at paysim's Stripe mode is expired by the completer: the PaymentIntent is
+// canceled (the customer can no longer authenticate it), the attempt
+// declined payment_expired, and another card pays once.
+func TestPendingPaymentExpiresWithStripeAdapter(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ts, gw := stripeSim(t)
+			clk := newClock()
+			env := testenv.New(t, kind, testenv.Options{Clock: clk})
+			svc := service.New(env.Store, gw, simulator.NewWarehouse(), service.Config{LeaseDuration: 10 * time.Second,
+				Now: clk.Now, PendingPaymentExpiry: 30 * time.Minute})
+			res, err := svc.Create(ctx, "t1", idempotency.Key{}, input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := res.Order
+			in := service.PayInput{Amount: o.Amount, Currency: o.Currency, PaymentMethod: stripesim.Method3DS2Required}
+			res, err = svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("X")}, in)
+			if err != nil || res.Payment == nil || res.Payment.Status != payment.AttemptRequiresAction {
+				t.Fatalf("pay = %+v, %v; want requires_action", res, err)
+			}
+			clk.Advance(31 * time.Minute)
+			if _, err := svc.RecoverAbandoned(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+			a, err := env.Store.GetAttempt(ctx, o.ID+"/pay/1")
+			if err != nil || a.Status != payment.AttemptDeclined || a.ErrorCode != "payment_expired" {
+				t.Fatalf("attempt = %+v, %v; want declined payment_expired", a, err)
+			}
+			if pi, err := gw.Retrieve(ctx, res.Payment.IntentID); err != nil || pi.Status != payment.IntentCanceled {
+				t.Fatalf("PaymentIntent = %+v, %v; want canceled", pi, err)
+			}
+			resp, err := http.Post(ts.URL+"/admin/stripe/payment_intents/"+res.Payment.IntentID+"/authenticate?outcome=success", "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Fatal("the customer authenticated an expired, canceled PaymentIntent")
+			}
+			in.PaymentMethod = stripesim.MethodVisa
+			if res, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("Y")}, in); err != nil || res.Order.State != order.Paid {
+				t.Fatalf("pay after the expiry = %+v, %v; want PAID", res, err)
+			}
+		})
+	}
 }
