@@ -292,7 +292,8 @@ func TestPendingPaymentExpires(t *testing.T) {
 // debits with its admin endpoints: authenticated → the retry of the same
 // key is PAID with one capture; failed authentication → another method
 // pays; a settled debit → PAID, a failed one → payable again; a cancel
-// during 3-D Secure cancels the PaymentIntent and nothing is captured.
+// during 3-D Secure cancels the PaymentIntent and nothing is captured;
+// another card during 3-D Secure cancels it and pays once.
 func TestAsyncPaymentsWithStripeAdapter(t *testing.T) {
 	for _, kind := range testenv.Kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -406,28 +407,58 @@ func TestAsyncPaymentsWithStripeAdapter(t *testing.T) {
 			if resp.StatusCode == http.StatusOK || captures(o.ID) != 0 {
 				t.Fatalf("authenticating the canceled PaymentIntent: %d, %d captures; want refused, none", resp.StatusCode, captures(o.ID))
 			}
+
+			// 3-D Secure abandoned for another card: the PaymentIntent is
+			// canceled and the card pays once.
+			o = newOrder()
+			p = pending(o, "F", stripesim.Method3DS2Required, payment.AttemptRequiresAction)
+			if res, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("F2")}, with(stripesim.MethodVisa)); err != nil || res.Order.State != order.Paid || captures(o.ID) != 1 {
+				t.Fatalf("pay with another card during 3-D Secure = %+v, %v, %d captures; want PAID once", res, err, captures(o.ID))
+			}
+			if in, err := gw.Retrieve(ctx, p.IntentID); err != nil || in.Status != payment.IntentCanceled {
+				t.Fatalf("abandoned PaymentIntent = %+v, %v; want canceled", in, err)
+			}
 		})
 	}
 }
 
 // TestPendingPaymentHoldsTheOrder: while a payment waits, a pay under a new
-// key with another method is 409 order_busy (the attempt is the order's one
-// open attempt) and one with the same method joins it (the same pending
-// payment, no second confirm of another intent).
+// key with the same method joins it (the same pending payment); one with
+// another method supersedes a 3-D Secure the customer abandoned (its intent
+// cancelled, its attempt declined "superseded", the order paid once by the
+// new method, the first key answering the decline), but not a debit the
+// bank is processing (409 order_busy).
 func TestPendingPaymentHoldsTheOrder(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		o := f.order(t)
 		p := f.pending(t, o, "A", pay3DS, payment.AttemptRequiresAction).Payment
-		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, payIn); apperr.ErrorCode(err) != apperr.EOrderBusy {
-			t.Fatalf("pay with another method while 3-D Secure waits: %v, want EOrderBusy", err)
-		}
 		res, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("C")}, pay3DS)
 		if err != nil || res.Payment == nil || res.Payment.IntentID != p.IntentID || res.Replayed {
 			t.Fatalf("pay with the same method under a new key = %+v, %v; want the same pending payment", res, err)
 		}
-		if f.gw.Captures(o.ID) != 0 {
-			t.Fatalf("%d captures while pending", f.gw.Captures(o.ID))
+		res, err = f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, payIn)
+		if err != nil || res.Order.State != order.Paid || res.Payment != nil {
+			t.Fatalf("pay with another method while 3-D Secure waits = %+v, %v; want PAID by it", res, err)
+		}
+		if in, _ := f.gw.Retrieve(ctx, p.IntentID); in.Status != payment.IntentCanceled {
+			t.Fatalf("the abandoned 3-D Secure intent is %s, want canceled", in.Status)
+		}
+		if a, _ := f.st.GetAttempt(ctx, chargeKeyOf(o)); a.Status != payment.AttemptDeclined || a.ErrorCode != "superseded" {
+			t.Fatalf("the abandoned attempt = %s %s, want declined superseded", a.Status, a.ErrorCode)
+		}
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("A")}, pay3DS); apperr.ErrorCode(err) != apperr.EDeclined {
+			t.Fatalf("the abandoned pay's key: %v, want EDeclined", err)
+		}
+		if f.gw.Captures(o.ID) != 1 {
+			t.Fatalf("%d captures, want 1", f.gw.Captures(o.ID))
+		}
+		assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaymentFailed, event.OrderPaid)
+
+		o2 := f.order(t)
+		f.pending(t, o2, "D", payDebit, payment.AttemptProcessing)
+		if _, err := f.svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o2.ID, Key: key("E")}, payIn); apperr.ErrorCode(err) != apperr.EOrderBusy {
+			t.Fatalf("pay with another method while a debit processes: %v, want EOrderBusy", err)
 		}
 	})
 }

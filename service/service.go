@@ -72,10 +72,10 @@ const (
 	// customer's 3-D Secure (an attempt in requires_action) before the
 	// completer cancels its intent: Stripe never expires such a
 	// PaymentIntent itself (docs.stripe.com/payments/paymentintents/
-	// lifecycle; it stays open until canceled), a challenge is completed in
-	// minutes while the customer is at checkout, and until it expires the
-	// order cannot be paid with another method (README "Asynchronous
-	// payments").
+	// lifecycle; it stays open until canceled), and a challenge is
+	// completed in minutes while the customer is at checkout, so an
+	// abandoned one should not hold an open intent and the order's one open
+	// attempt for ever (README "Asynchronous payments").
 	DefaultPendingPaymentExpiry = time.Hour
 )
 

@@ -305,6 +305,12 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			switch {
 			case errors.Is(err, store.ErrVersionConflict):
 				continue
+			case errors.Is(err, store.ErrAttemptInFlight) && ev == order.EventPay && s.supersede(ctx, o, *a):
+				// A payment left waiting for 3-D Secure was given up for
+				// this one: its intent is cancelled and the order's version
+				// moved on (or it had succeeded: the order is PAID). Decide
+				// again.
+				continue
 			case errors.Is(err, store.ErrAttemptInFlight):
 				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, s.busyOrParked(ctx, o))
 			case err != nil:
@@ -793,16 +799,7 @@ func (s *Service) cancelAwaiting(ctx context.Context, rec idempotency.Record, le
 		return res, err, false
 	case succeeded:
 		upd.Status, upd.ProviderRef = payment.AttemptSucceeded, r.ref
-		paid := o.Apply(order.Paid, now)
-		err := s.store.InTx(ctx, func(tx store.Executor) error {
-			if err := tx.CompareAndSetOrder(ctx, paid, ca.ProviderKey); err != nil {
-				return err
-			}
-			if err := tx.AppendEvent(ctx, event.For(paid, now)); err != nil {
-				return err
-			}
-			return tx.SettleAttempt(ctx, *upd)
-		})
+		err := s.settleAwaiting(ctx, o.Apply(order.Paid, now), *upd)
 		if err == nil || errors.Is(err, store.ErrVersionConflict) {
 			s.cfg.Logger.Info("a pending payment succeeded before its order's cancel; it is refunded", "order_id", o.ID,
 				"provider_key", ca.ProviderKey)
@@ -821,6 +818,63 @@ func (s *Service) cancelAwaiting(ctx context.Context, rec idempotency.Record, le
 	}
 	res, err := s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, r.err)
 	return res, err, false
+}
+
+// settleAwaiting settles the pending charge attempt upd names and moves its
+// order to next (PAID, or RCVD one version on), with next's event, in one
+// transaction: the compare-and-set of a request's phase 3, allowed only
+// while that attempt is the order's one open attempt. ErrVersionConflict
+// says another request moved the order first.
+func (s *Service) settleAwaiting(ctx context.Context, next order.Order, upd store.AttemptUpdate) error {
+	return s.store.InTx(ctx, func(tx store.Executor) error {
+		if err := tx.CompareAndSetOrder(ctx, next, upd.ProviderKey); err != nil {
+			return err
+		}
+		if err := tx.AppendEvent(ctx, event.For(next, upd.At)); err != nil {
+			return err
+		}
+		return tx.SettleAttempt(ctx, upd)
+	})
+}
+
+// supersede gives up the payment of order o (RCVD) waiting for 3-D Secure
+// when a pay with another payment method, attempt a, finds it open (issue
+// 16): a customer who abandoned the challenge pays with another card at
+// once rather than after Config.PendingPaymentExpiry. Its intent is
+// cancelled at the provider; cancelled (or declined meanwhile), its
+// attempt is declined with error code "superseded" and the order's version
+// moves on as after a decline, so a has a charge key of its own; if the
+// money landed first the order moves to PAID (the new pay is then a
+// no-op). It reports whether the order moved (or another request moved
+// it), so the pay decides again; false leaves the 409 order_busy (a debit
+// processing, a cancel that did not take, a store failure).
+func (s *Service) supersede(ctx context.Context, o order.Order, a payment.Attempt) bool {
+	ca, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version))
+	if err != nil || ca.Status != payment.AttemptRequiresAction || ca.PaymentMethod == a.PaymentMethod || ca.IntentID == "" {
+		return false
+	}
+	r := s.cancelIntent(ctx, ca, ca.IntentID)
+	now := s.cfg.Now()
+	upd := store.AttemptUpdate{ProviderKey: ca.ProviderKey, At: now}
+	var next order.Order
+	switch r.class {
+	case declined:
+		upd.Status, upd.ErrorCode = payment.AttemptDeclined, "superseded"
+		next = o.Apply(o.State, now)
+	case succeeded:
+		upd.Status, upd.ProviderRef = payment.AttemptSucceeded, r.ref
+		next = o.Apply(order.Paid, now)
+	default:
+		return false
+	}
+	err = s.settleAwaiting(ctx, next, upd)
+	if err != nil && !errors.Is(err, store.ErrVersionConflict) {
+		s.cfg.Logger.Warn("could not settle a superseded pending payment", "order_id", o.ID, "provider_key", ca.ProviderKey, "err", err)
+		return false
+	}
+	s.cfg.Logger.Info("a payment waiting for 3-D Secure was given up for a pay with another method", "order_id", o.ID,
+		"provider_key", ca.ProviderKey, "outcome", string(upd.Status))
+	return true
 }
 
 // retrieve reads intent id; a zero class means it was read.
