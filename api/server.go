@@ -361,6 +361,18 @@ func (s *server) getOrder(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	p, err := s.svc.PendingPayment(r.Context(), o)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if p != nil {
+		// A pay of this version waits for the customer or the bank: the
+		// order shows it (without the client secret, which only the pay's
+		// answer and its replays carry).
+		writeJSON(w, http.StatusOK, pendingOrderView{Order: o, Payment: pendingPaymentOf(p)})
+		return
+	}
 	writeJSON(w, http.StatusOK, o)
 }
 
@@ -526,6 +538,45 @@ func queryLimit(q url.Values, def int, fe []apperr.FieldError) (int, []apperr.Fi
 	return n, fe
 }
 
+// pendingOrderView is the body of a pay answered 202 Accepted (issue 16):
+// the order (still RCVD) and its pending payment (OpenAPI PendingOrder).
+type pendingOrderView struct {
+	order.Order
+	Payment pendingPaymentView `json:"payment"`
+}
+
+// pendingPaymentView is a pending payment as the api shows it: status
+// requires_action (the customer must complete next_action with
+// client_secret, Stripe's shapes, docs.stripe.com/api/payment_intents/
+// object#payment_intent_object-next_action) or processing (a bank debit).
+type pendingPaymentView struct {
+	Status       string          `json:"status"`
+	IntentID     string          `json:"intent_id"`
+	ClientSecret string          `json:"client_secret,omitempty"`
+	NextAction   *nextActionView `json:"next_action"`
+}
+
+type nextActionView struct {
+	Type          string         `json:"type"`
+	RedirectToURL *redirectToURL `json:"redirect_to_url,omitempty"`
+}
+
+type redirectToURL struct {
+	URL       string `json:"url"`
+	ReturnURL string `json:"return_url,omitempty"`
+}
+
+func pendingPaymentOf(p *service.PendingPayment) pendingPaymentView {
+	v := pendingPaymentView{Status: string(p.Status), IntentID: p.IntentID, ClientSecret: p.ClientSecret}
+	if na := p.NextAction; na != nil {
+		v.NextAction = &nextActionView{Type: na.Type}
+		if na.RedirectURL != "" {
+			v.NextAction.RedirectToURL = &redirectToURL{URL: na.RedirectURL, ReturnURL: na.ReturnURL}
+		}
+	}
+	return v
+}
+
 // keyStatusPrefix is the path of GET /v1/idempotency-keys/{key} before the
 // key.
 const keyStatusPrefix = "/v1/idempotency-keys/"
@@ -552,6 +603,10 @@ func (s *server) respond(w http.ResponseWriter, r *http.Request, create bool, re
 	s.setConsistencyToken(w, r, res, err)
 	if err != nil {
 		writeError(w, r, s.log, err)
+		return
+	}
+	if res.Payment != nil {
+		writeJSON(w, http.StatusAccepted, pendingOrderView{Order: res.Order, Payment: pendingPaymentOf(res.Payment)})
 		return
 	}
 	if !create {

@@ -60,9 +60,9 @@ WITH target AS (
     SELECT t.* FROM target t
     WHERE (t.attempt_key IS NULL OR t.attempt_key = t.provider_key)
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.order_id = t.id
-                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown', 'needs_attention'))
+                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing'))
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.provider_key = t.provider_key
-                      AND a.payment_method <> ('pm_card_visa')::text AND a.status IN ('pending', 'unknown', 'needs_attention'))
+                      AND a.payment_method <> ('pm_card_visa')::text AND a.status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing'))
 ), recorded AS (
     INSERT INTO provider_attempts (provider_key, tenant_id, order_id, kind, status, amount, currency, payment_method, provider_ref, error_code, created_at, updated_at)
     SELECT provider_key, tenant_id, id, ('charge')::text, 'pending', amount, currency, ('pm_card_visa')::text, NULL, NULL, (now())::timestamptz, (now())::timestamptz
@@ -98,7 +98,7 @@ WITH w AS (
 )
 SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'version_conflict');
 SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
-    WHERE order_id = ('ord_pgbpay_' || :n) AND provider_key <> ('ord_pgbpay_' || :n || '/pay/1') AND status IN ('pending', 'unknown', 'needs_attention')), 'attempt_in_flight');
+    WHERE order_id = ('ord_pgbpay_' || :n) AND provider_key <> ('ord_pgbpay_' || :n || '/pay/1') AND status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing')), 'attempt_in_flight');
 WITH ev AS (
     INSERT INTO order_events (id, tenant_id, order_id, sequence, type, created_at, body)
     VALUES (('evt_pay_' || :n)::text, ('pgbench')::text, ('ord_pgbpay_' || :n)::text, (2)::bigint, ('order.paid')::text, (now())::timestamptz, (jsonb_build_object('id', 'evt_pay_' || :n, 'type', 'order.paid', 'tenant_id', 'pgbench', 'order_id', 'ord_pgbpay_' || :n, 'order_version', 2, 'sequence', 2, 'created_at', now(), 'data', jsonb_build_object('id', 'ord_pgbpay_' || :n, 'customer_id', 'pgb-pay', 'currency', 'USD', 'items', jsonb_build_array(jsonb_build_object('sku', 'sku_1', 'quantity', 2, 'unit_price', 1250)), 'amount', 2 * 1250, 'state', 'PAID', 'version', 2, 'created_at', now()))::text)::text)

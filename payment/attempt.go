@@ -21,7 +21,8 @@ const (
 // AttemptStatus is where a provider attempt stands.
 type AttemptStatus string
 
-// Attempt statuses. Pending and Unknown are open; the rest are settled.
+// Attempt statuses. Pending, Unknown, NeedsAttention, RequiresAction and
+// Processing are open; the rest are settled.
 const (
 	// AttemptPending: recorded; the call may or may not have been sent.
 	AttemptPending AttemptStatus = "pending"
@@ -41,13 +42,35 @@ const (
 	// again can be trusted. It stays open — no other provider call on its
 	// order runs — until a person settles it.
 	AttemptNeedsAttention AttemptStatus = "needs_attention"
+	// AttemptRequiresAction: a charge whose intent waits for the customer
+	// (3-D Secure, payment.IntentRequiresAction); no money moved. It stays
+	// open — the order's one open attempt — until the intent succeeds, is
+	// declined or canceled, or the attempt expires (issue 16).
+	AttemptRequiresAction AttemptStatus = "requires_action"
+	// AttemptProcessing: a charge whose intent the provider is collecting
+	// (a bank debit, payment.IntentProcessing); it stays open until the
+	// provider settles it (issue 16).
+	AttemptProcessing AttemptStatus = "processing"
 )
 
 // Open reports whether an attempt with status s may still take effect or is
-// waiting for a person: pending, unknown or needs_attention. Another
-// provider call on the same order must not overlap it.
+// waiting for a person or a customer: pending, unknown, needs_attention,
+// requires_action or processing. Another provider call on the same order
+// must not overlap it.
 func (s AttemptStatus) Open() bool {
-	return s == AttemptPending || s == AttemptUnknown || s == AttemptNeedsAttention
+	switch s {
+	case AttemptPending, AttemptUnknown, AttemptNeedsAttention, AttemptRequiresAction, AttemptProcessing:
+		return true
+	}
+	return false
+}
+
+// Awaiting reports whether s is a charge waiting asynchronously on the
+// customer or the provider (requires_action or processing): the pay was
+// accepted (202) and its intent is read, not confirmed again, until it
+// settles.
+func (s AttemptStatus) Awaiting() bool {
+	return s == AttemptRequiresAction || s == AttemptProcessing
 }
 
 // Attempt is one logical provider call, identified by the idempotency key

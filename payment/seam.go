@@ -346,6 +346,29 @@ type Intent struct {
 	LastDecline *DeclineError
 	// CreatedAt is when the provider created the intent (UTC).
 	CreatedAt time.Time
+	// ClientSecret is the secret the customer's browser or app uses to
+	// complete an intent that requires action (Stripe: client_secret,
+	// docs.stripe.com/api/payment_intents/object#payment_intent_object-client_secret);
+	// "" when the provider has none. Never logged.
+	ClientSecret string
+	// NextAction is what the customer must do while Status is
+	// IntentRequiresAction (Stripe: next_action); nil otherwise.
+	NextAction *NextAction
+}
+
+// NextAction is what a customer must do to complete an intent in
+// IntentRequiresAction, in Stripe's shape (docs.stripe.com/api/
+// payment_intents/object#payment_intent_object-next_action).
+type NextAction struct {
+	// Type is "redirect_to_url" or "use_stripe_sdk" (or another type the
+	// provider names).
+	Type string
+	// RedirectURL is the page the customer authenticates on, for
+	// "redirect_to_url" (Stripe: redirect_to_url.url); "" otherwise.
+	RedirectURL string
+	// ReturnURL is where the customer comes back to (Stripe:
+	// redirect_to_url.return_url); may be "".
+	ReturnURL string
 }
 
 // Refund statuses carried by Refund.Status (Stripe's names,

@@ -60,12 +60,15 @@ type ProviderOp string
 
 // Provider calls.
 const (
-	ProviderCharge       ProviderOp = "charge"
-	ProviderChargeLookup ProviderOp = "charge_lookup"
-	ProviderPrepare      ProviderOp = "prepare"
-	ProviderRefund       ProviderOp = "refund"
-	ProviderShip         ProviderOp = "ship"
-	ProviderShipmentFind ProviderOp = "shipment_find"
+	ProviderCharge         ProviderOp = "charge"
+	ProviderChargeLookup   ProviderOp = "charge_lookup"
+	ProviderPrepare        ProviderOp = "prepare"
+	ProviderRefund         ProviderOp = "refund"
+	ProviderShip           ProviderOp = "ship"
+	ProviderShipmentFind   ProviderOp = "shipment_find"
+	// ProviderCancel cancels a pending payment's intent (an order
+	// cancelled while its payment waits, or the payment expired).
+	ProviderCancel ProviderOp = "cancel"
 )
 
 // ProviderOutcome classes the answer of a provider call, as the three
@@ -82,6 +85,9 @@ const (
 	OutcomeRetryable ProviderOutcome = "retryable"
 	OutcomeUnknown   ProviderOutcome = "unknown"
 	OutcomeConflict  ProviderOutcome = "conflict"
+	// OutcomePending: the payment waits for the customer (3-D Secure) or
+	// the provider (a bank debit); the pay answered 202.
+	OutcomePending ProviderOutcome = "pending"
 )
 
 // KeyEvent is an event of the idempotency protocol.
@@ -135,6 +141,7 @@ func (nopObserver) SweepPass(store.SweepResult)                               {}
 var outcomes = map[class]ProviderOutcome{
 	succeeded: OutcomeApproved, declined: OutcomeDeclined, rejected: OutcomeRejected,
 	retryable: OutcomeRetryable, unknown: OutcomeUnknown, contended: OutcomeConflict,
+	awaiting: OutcomePending,
 }
 
 // provider makes one provider call op through call, observed.

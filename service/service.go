@@ -68,6 +68,15 @@ const (
 	DefaultCompleterParallel   = 4
 	DefaultCompleterBackoff    = 5 * time.Second
 	DefaultCompleterMaxBackoff = 10 * time.Minute
+	// DefaultPendingPaymentExpiry bounds how long a pay may wait for the
+	// customer's 3-D Secure (an attempt in requires_action) before the
+	// completer cancels its intent: Stripe never expires such a
+	// PaymentIntent itself (docs.stripe.com/payments/paymentintents/
+	// lifecycle; it stays open until canceled), and a challenge is
+	// completed in minutes while the customer is at checkout, so an
+	// abandoned one should not hold an open intent and the order's one open
+	// attempt for ever (README "Asynchronous payments").
+	DefaultPendingPaymentExpiry = time.Hour
 )
 
 // maxDecisions bounds how often a transition re-reads and decides again after
@@ -117,6 +126,15 @@ type Config struct {
 	// questions about one unknown outcome: the n-th takeover defers the next
 	// by min(CompleterBackoff·2^n, CompleterMaxBackoff) (defaults 5s, 10m).
 	CompleterBackoff, CompleterMaxBackoff time.Duration
+	// PendingPaymentExpiry is the age (from the attempt's creation) past
+	// which a charge still waiting for the customer (requires_action) is
+	// expired: the completer cancels its intent at the provider
+	// (Gateway.Cancel) and declines the attempt with error code
+	// payment_expired (default DefaultPendingPaymentExpiry, 1h). A
+	// processing payment (a bank debit) is not expired: the provider
+	// decides it (Stripe cancels processing only "in rare cases",
+	// docs.stripe.com/api/payment_intents/cancel).
+	PendingPaymentExpiry time.Duration
 	// Now is this instance's clock (default time.Now): order, attempt and
 	// event timestamps, and the hours-long ages compared with them
 	// (UnresolvedAfter). Leases, key expiry and every schedule another
@@ -172,6 +190,9 @@ func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Confi
 	if cfg.UnresolvedAfter <= 0 {
 		cfg.UnresolvedAfter = DefaultUnresolvedAfter
 	}
+	if cfg.PendingPaymentExpiry <= 0 {
+		cfg.PendingPaymentExpiry = DefaultPendingPaymentExpiry
+	}
 	if cfg.CompleterParallel <= 0 {
 		cfg.CompleterParallel = DefaultCompleterParallel
 	}
@@ -215,6 +236,23 @@ type Result struct {
 	Order        order.Order
 	Replayed     bool
 	KeyExpiresAt time.Time
+	// Payment is set when a pay was accepted but its payment is pending
+	// (the api answers 202): the customer must act, or the provider is
+	// still collecting (issue 16). Nil otherwise.
+	Payment *PendingPayment
+}
+
+// PendingPayment is a pay's charge waiting asynchronously, as a pay answers
+// it (202 Accepted, README "Asynchronous payments"): Status is
+// payment.AttemptRequiresAction (the customer must complete NextAction,
+// with ClientSecret, in Stripe's shape, docs.stripe.com/payments/
+// paymentintents/lifecycle) or payment.AttemptProcessing (a bank debit the
+// provider is collecting). IntentID is the provider's intent.
+type PendingPayment struct {
+	Status       payment.AttemptStatus
+	IntentID     string
+	ClientSecret string
+	NextAction   *payment.NextAction
 }
 
 // Call is one side-effecting request on an order: who asks, with which
@@ -248,6 +286,27 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (order.Order, er
 	}
 	o, err := s.readOrder(ctx, tenantID, id)
 	return o, notFound(err, id)
+}
+
+// PendingPayment returns the payment of order o that waits asynchronously
+// (its charge attempt at o's version in requires_action or processing,
+// issue 16), with Status and IntentID only — the client secret and next
+// action are the pay's answer, not stored — or nil when o is not RCVD or
+// no payment of it waits. It reads the primary store.
+func (s *Service) PendingPayment(ctx context.Context, o order.Order) (*PendingPayment, error) {
+	if o.State != order.Received {
+		return nil, nil
+	}
+	a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !a.Status.Awaiting():
+		return nil, nil
+	}
+	return &PendingPayment{Status: a.Status, IntentID: a.IntentID}, nil
 }
 
 // List returns the tenant's orders matching f, newest first, and the cursor

@@ -85,12 +85,18 @@ const (
 	unknown                    // sent, no answer: ask before acting again
 	contended                  // the provider key is in use with other details
 	attention                  // unknown past the provider's key retention: park it
+	awaiting                   // the payment waits for the customer or the provider (issue 16)
 )
 
 type callResult struct {
 	class class
 	ref   string
 	err   *apperr.Error
+	// intent is the intent an awaiting charge waits on (class awaiting).
+	intent *payment.Intent
+	// code, if set, is the error code a declined attempt records instead of
+	// err's (payment_expired, canceled).
+	code string
 }
 
 // operations maps an event to the operation its key is claimed for.
@@ -246,6 +252,18 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 		next := o.Apply(d.To, now)
 		a := eff.attempt(o, d, now)
 		if a == nil && ev == order.EventCancel && d.From == order.Received {
+			// A pay of this version may be waiting for the customer or the
+			// bank (issue 16): its intent is cancelled at the provider
+			// before the order is, so no charge can land afterwards.
+			if ca, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version)); err == nil && ca.Status.Awaiting() {
+				res, err, again := s.cancelAwaiting(ctx, rec, lease, o, next, ca)
+				if again {
+					continue
+				}
+				return res, err
+			}
+		}
+		if a == nil && ev == order.EventCancel && d.From == order.Received {
 			// A charge of this version may have captured even though its
 			// attempt failed (a provider 5xx after capture): the cancel
 			// then holds a refund attempt, which no pay can overlap, asks
@@ -286,6 +304,12 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			stored, err = s.store.RecordAttempt(ctx, lease, *a, o.Version)
 			switch {
 			case errors.Is(err, store.ErrVersionConflict):
+				continue
+			case errors.Is(err, store.ErrAttemptInFlight) && ev == order.EventPay && s.supersede(ctx, o, *a):
+				// A payment left waiting for 3-D Secure was given up for
+				// this one: its intent is cancelled and the order's version
+				// moved on (or it had succeeded: the order is PAID). Decide
+				// again.
 				continue
 			case errors.Is(err, store.ErrAttemptInFlight):
 				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, s.busyOrParked(ctx, o))
@@ -331,6 +355,9 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			// The order stays RCVD but its version moves on, so the next
 			// pay is a new logical charge with its own provider key.
 			upd.Status, upd.ErrorCode = payment.AttemptDeclined, string(r.err.Code)
+			if r.code != "" {
+				upd.ErrorCode = r.code
+			}
 			bumped := o.Apply(o.State, now)
 			res, err := s.completeFinal(ctx, rec, lease, o, r.err, &bumped, upd)
 			if errors.Is(err, store.ErrVersionConflict) {
@@ -342,7 +369,31 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			return s.completeFinal(ctx, rec, lease, o, r.err, nil, upd)
 		case unknown:
 			upd.Status = payment.AttemptUnknown
+			if stored.Status.Awaiting() {
+				// Reading a pending payment failed: it is still pending.
+				upd.Status = stored.Status
+			}
 			return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, r.err)
+		case awaiting:
+			// The payment waits for the customer (3-D Secure) or the bank
+			// (issue 16): the attempt stays the order's one open attempt,
+			// in its own status; the key is let go as an unknown outcome,
+			// so a retry of it, or the completer, reads the intent again
+			// (never confirms it again) until it settles or expires.
+			upd.Status, upd.ProviderRef = payment.AttemptProcessing, ""
+			if r.intent.Status == payment.IntentRequiresAction {
+				upd.Status = payment.AttemptRequiresAction
+			}
+			if err := s.finish(ctx, lease, nil, idempotency.StateUnknownOutcome, nil, upd); err != nil {
+				s.observeFencing(rec.Operation, err)
+				return s.lost(err)
+			}
+			return Result{Order: o, KeyExpiresAt: rec.ExpiresAt,
+				// A retry of the key that found the payment pending already
+				// answers what its first try did: a replay.
+				Replayed: stored.Status.Awaiting() && lease.Token > 1,
+				Payment: &PendingPayment{Status: upd.Status, IntentID: r.intent.ID, ClientSecret: r.intent.ClientSecret,
+					NextAction: r.intent.NextAction}}, nil
 		case attention:
 			upd.Status = payment.AttemptNeedsAttention
 			s.cfg.Logger.Error("provider attempt needs attention: its outcome stayed unknown past the provider's key retention; "+
@@ -618,6 +669,9 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a payment.
 	if r.class != 0 {
 		return r
 	}
+	if in.Status == payment.IntentRequiresAction && s.cfg.Now().Sub(a.CreatedAt) > s.cfg.PendingPaymentExpiry {
+		return s.expire(ctx, a, intentID)
+	}
 	if in.Status != payment.IntentRequiresPaymentMethod && in.Status != payment.IntentRequiresConfirmation {
 		return s.classifyIntent(in, nil)
 	}
@@ -693,6 +747,157 @@ func (s *Service) confirmOnce(ctx context.Context, a payment.Attempt, id, key st
 	return r, nothing
 }
 
+// cancelIntent cancels intent id of the pending charge attempt a (issue 16)
+// under "<attempt key>/cancel" (docs.stripe.com/api/payment_intents/cancel:
+// a canceled PaymentIntent makes no further charge) and classifies the
+// intent as it is afterwards: declined (canceled, with code "canceled", or
+// declined meanwhile: nothing received), succeeded (the money landed first), awaiting (still
+// processing: a bank debit, which the provider cancels only in rare
+// cases, or a cancel that did not take), retryable or unknown (nothing
+// known; cancelling again is safe).
+func (s *Service) cancelIntent(ctx context.Context, a payment.Attempt, id string) callResult {
+	return s.provider(ctx, ProviderCancel, func(ctx context.Context) callResult {
+		in, err := s.gateway.Cancel(ctx, payment.CancelRequest{IdempotencyKey: a.ProviderKey + "/cancel", IntentID: id})
+		if err != nil {
+			if payment.IsRetryable(err) {
+				return callResult{class: retryable, err: s.unavailable("payment provider", err)}
+			}
+			// Refused (the intent received money, or is processing) or
+			// lost: the intent says which.
+			var rr callResult
+			if in, rr = s.retrieve(ctx, id); rr.class != 0 {
+				return rr
+			}
+		}
+		r := s.classifyIntent(in, nil)
+		if in.Status == payment.IntentCanceled {
+			r.code = "canceled"
+		}
+		return r
+	})
+}
+
+// expire ends the charge attempt a whose intent id still waits for the
+// customer past Config.PendingPaymentExpiry: the intent is cancelled at the
+// provider and the attempt declined with error code payment_expired; an
+// intent that succeeded meanwhile is a success.
+func (s *Service) expire(ctx context.Context, a payment.Attempt, id string) callResult {
+	r := s.cancelIntent(ctx, a, id)
+	if r.class == declined && r.code == "canceled" {
+		s.cfg.Logger.Info("a pending payment expired; its intent was cancelled", "order_id", a.OrderID,
+			"provider_key", a.ProviderKey, "pending_payment_expiry", s.cfg.PendingPaymentExpiry)
+		return callResult{class: declined, code: "payment_expired", err: apperr.Errorf(apperr.EDeclined,
+			"the payment was declined: payment_expired (the customer did not complete it within %s); pay again with a new Idempotency-Key",
+			s.cfg.PendingPaymentExpiry)}
+	}
+	return r
+}
+
+// cancelAwaiting is a cancel of order o, RCVD, whose charge attempt ca of
+// the same version waits asynchronously (issue 16): its intent is cancelled
+// first. Cancelled (or declined meanwhile), the attempt is declined
+// ("canceled") and the order moves to next (CANCELLED) in one transaction
+// with the key's outcome. If the money landed first, the attempt succeeds
+// and the order moves to PAID with its event, and again reports that the
+// cancel must decide again (from PAID: refund, then CANCELLED). A debit
+// still processing cannot be cancelled: 409 order_busy.
+func (s *Service) cancelAwaiting(ctx context.Context, rec idempotency.Record, lease store.Lease, o, next order.Order, ca payment.Attempt) (_ Result, _ error, again bool) {
+	r := s.cancelIntent(ctx, ca, ca.IntentID)
+	now := s.cfg.Now()
+	upd := &store.AttemptUpdate{ProviderKey: ca.ProviderKey, At: now}
+	switch r.class {
+	case declined:
+		// Canceled, or declined meanwhile (the customer failed 3-D Secure).
+		upd.Status, upd.ErrorCode = payment.AttemptDeclined, r.code
+		if r.code == "" {
+			upd.ErrorCode = string(r.err.Code)
+		}
+		res, err := s.completeOK(ctx, rec, lease, next, &next, upd)
+		s.observeTransition(order.EventCancel, o.State, next.State, err)
+		if errors.Is(err, store.ErrVersionConflict) {
+			return Result{}, nil, true
+		}
+		return res, err, false
+	case succeeded:
+		upd.Status, upd.ProviderRef = payment.AttemptSucceeded, r.ref
+		err := s.settleAwaiting(ctx, o.Apply(order.Paid, now), *upd)
+		if err == nil || errors.Is(err, store.ErrVersionConflict) {
+			s.cfg.Logger.Info("a pending payment succeeded before its order's cancel; it is refunded", "order_id", o.ID,
+				"provider_key", ca.ProviderKey)
+			return Result{}, nil, true
+		}
+		res, rerr := s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, s.unavailable("store", err))
+		return res, rerr, false
+	case awaiting:
+		res, err := s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, apperr.Errorf(apperr.EOrderBusy,
+			"the payment of order %s is %s at the provider and cannot be cancelled now; retry the cancel after it settles "+
+				"(a settled payment is refunded)", o.ID, ca.Status))
+		return res, err, false
+	}
+	if r.err == nil {
+		r.err = s.unavailable("payment provider", errors.New("cancel outcome unknown"))
+	}
+	res, err := s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, r.err)
+	return res, err, false
+}
+
+// settleAwaiting settles the pending charge attempt upd names and moves its
+// order to next (PAID, or RCVD one version on), with next's event, in one
+// transaction: the compare-and-set of a request's phase 3, allowed only
+// while that attempt is the order's one open attempt. ErrVersionConflict
+// says another request moved the order first.
+func (s *Service) settleAwaiting(ctx context.Context, next order.Order, upd store.AttemptUpdate) error {
+	return s.store.InTx(ctx, func(tx store.Executor) error {
+		if err := tx.CompareAndSetOrder(ctx, next, upd.ProviderKey); err != nil {
+			return err
+		}
+		if err := tx.AppendEvent(ctx, event.For(next, upd.At)); err != nil {
+			return err
+		}
+		return tx.SettleAttempt(ctx, upd)
+	})
+}
+
+// supersede gives up the payment of order o (RCVD) waiting for 3-D Secure
+// when a pay with another payment method, attempt a, finds it open (issue
+// 16): a customer who abandoned the challenge pays with another card at
+// once rather than after Config.PendingPaymentExpiry. Its intent is
+// cancelled at the provider; cancelled (or declined meanwhile), its
+// attempt is declined with error code "superseded" and the order's version
+// moves on as after a decline, so a has a charge key of its own; if the
+// money landed first the order moves to PAID (the new pay is then a
+// no-op). It reports whether the order moved (or another request moved
+// it), so the pay decides again; false leaves the 409 order_busy (a debit
+// processing, a cancel that did not take, a store failure).
+func (s *Service) supersede(ctx context.Context, o order.Order, a payment.Attempt) bool {
+	ca, err := s.store.GetAttempt(ctx, chargeKey(o.ID, o.Version))
+	if err != nil || ca.Status != payment.AttemptRequiresAction || ca.PaymentMethod == a.PaymentMethod || ca.IntentID == "" {
+		return false
+	}
+	r := s.cancelIntent(ctx, ca, ca.IntentID)
+	now := s.cfg.Now()
+	upd := store.AttemptUpdate{ProviderKey: ca.ProviderKey, At: now}
+	var next order.Order
+	switch r.class {
+	case declined:
+		upd.Status, upd.ErrorCode = payment.AttemptDeclined, "superseded"
+		next = o.Apply(o.State, now)
+	case succeeded:
+		upd.Status, upd.ProviderRef = payment.AttemptSucceeded, r.ref
+		next = o.Apply(order.Paid, now)
+	default:
+		return false
+	}
+	err = s.settleAwaiting(ctx, next, upd)
+	if err != nil && !errors.Is(err, store.ErrVersionConflict) {
+		s.cfg.Logger.Warn("could not settle a superseded pending payment", "order_id", o.ID, "provider_key", ca.ProviderKey, "err", err)
+		return false
+	}
+	s.cfg.Logger.Info("a payment waiting for 3-D Secure was given up for a pay with another method", "order_id", o.ID,
+		"provider_key", ca.ProviderKey, "outcome", string(upd.Status))
+	return true
+}
+
 // retrieve reads intent id; a zero class means it was read.
 func (s *Service) retrieve(ctx context.Context, id string) (payment.Intent, callResult) {
 	var in payment.Intent
@@ -710,9 +915,9 @@ func (s *Service) retrieve(ctx context.Context, id string) (payment.Intent, call
 }
 
 // classifyIntent sorts a Confirm's (or a read's) answer: a succeeded intent
-// is a success; a decline final; an intent still processing or waiting for
-// the customer is unknown (a provider event or the completer settles it);
-// a canceled one is rejected.
+// is a success; a decline final, and so is a canceled intent; an intent
+// processing or waiting for the customer is awaiting (a 202; a provider
+// event, a retry or the completer settles it); any other is unknown.
 func (s *Service) classifyIntent(in payment.Intent, err error) callResult {
 	var decline *payment.DeclineError
 	var pe *payment.ProviderError
@@ -723,6 +928,8 @@ func (s *Service) classifyIntent(in payment.Intent, err error) callResult {
 		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: canceled")}
 	case err == nil && in.LastDecline != nil:
 		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: %s", in.LastDecline.Code)}
+	case err == nil && (in.Status == payment.IntentRequiresAction || in.Status == payment.IntentProcessing):
+		return callResult{class: awaiting, intent: &in}
 	case err == nil:
 		return callResult{class: unknown, err: unknownErr("payment provider")}
 	case errors.As(err, &decline):

@@ -34,6 +34,7 @@ func (c *Config) durationFloors() []durationFloor {
 		{"max-wait", c.MaxWait, 0}, // 0 takes the service's default
 		{"completer-interval", c.CompleterInterval, 100 * time.Millisecond},
 		{"unresolved-after", c.UnresolvedAfter, time.Minute},
+		{"pending-payment-expiry", c.PendingPaymentExpiry, time.Minute},
 		{"sweep-interval", c.SweepInterval, time.Second},
 		{"request-timeout", c.RequestTimeout, 100 * time.Millisecond},
 		// PostgreSQL counts these in milliseconds, and 0 turns them off.

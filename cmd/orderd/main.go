@@ -112,7 +112,9 @@ type Config struct {
 	UnresolvedAfter time.Duration
 	// ProviderKeyMaxAge: service.Config's.
 	ProviderKeyMaxAge time.Duration
-	CompleterParallel int
+	// PendingPaymentExpiry: service.Config's (issue 16).
+	PendingPaymentExpiry time.Duration
+	CompleterParallel    int
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
 	GroupCommit bool
 	LogLevel    slog.Level
@@ -235,6 +237,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs.DurationVar(&c.TombstoneTTL, "idempotency-tombstone-ttl", service.DefaultTombstoneTTL, "how long an expired key's tombstone is kept")
 	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
 	fs.DurationVar(&c.ProviderKeyMaxAge, "provider-key-max-age", service.DefaultProviderKeyMaxAge, "age past which a provider idempotency key is never sent again (the attempt is resolved by reading the provider's object); keep it below the provider's key retention (Stripe: 24h)")
+	fs.DurationVar(&c.PendingPaymentExpiry, "pending-payment-expiry", service.DefaultPendingPaymentExpiry, "age past which a payment still waiting for the customer's 3-D Secure (requires_action) is cancelled at the provider and declined payment_expired")
 	fs.DurationVar(&c.UnresolvedAfter, "unresolved-after", service.DefaultUnresolvedAfter, "age past which a provider call whose outcome is still unknown is never retried but parked as needs_attention; keep it below the provider's key retention (Stripe: 24h)")
 	fs.IntVar(&c.CompleterParallel, "completer-parallel", service.DefaultCompleterParallel, "abandoned requests one completer pass drives at once")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
@@ -709,7 +712,8 @@ func build(ctx context.Context, c Config, tel *telemetry) (_ *app, err error) {
 		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
 		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
 		GroupCommit: c.GroupCommit, UnresolvedAfter: c.UnresolvedAfter, ProviderKeyMaxAge: c.ProviderKeyMaxAge, CompleterParallel: c.CompleterParallel,
-		Observer: observe.NewObserver(tel.metrics, tel.tp),
+		PendingPaymentExpiry: c.PendingPaymentExpiry,
+		Observer:             observe.NewObserver(tel.metrics, tel.tp),
 	})
 	a := &app{st: st, svc: svc, workers: startBackground(ctx)}
 	defer func() {

@@ -388,7 +388,13 @@ func (g *Gateway) Cancel(ctx context.Context, req payment.CancelRequest) (paymen
 func intentOf(pi *stripe.PaymentIntent) payment.Intent {
 	in := payment.Intent{ID: pi.ID, Reference: payment.Reference{OrderID: pi.Metadata[MetaOrderID], Key: pi.Metadata[MetaReference]},
 		Amount: pi.Amount, Currency: strings.ToUpper(string(pi.Currency)), Status: payment.IntentStatus(pi.Status),
-		AmountReceived: pi.AmountReceived, CreatedAt: time.Unix(pi.Created, 0).UTC()}
+		AmountReceived: pi.AmountReceived, CreatedAt: time.Unix(pi.Created, 0).UTC(), ClientSecret: pi.ClientSecret}
+	if na := pi.NextAction; na != nil && in.Status == payment.IntentRequiresAction {
+		in.NextAction = &payment.NextAction{Type: string(na.Type)}
+		if r := na.RedirectToURL; r != nil {
+			in.NextAction.RedirectURL, in.NextAction.ReturnURL = r.URL, r.ReturnURL
+		}
+	}
 	if pi.LatestCharge != nil {
 		in.AmountRefunded = pi.LatestCharge.AmountRefunded
 	}

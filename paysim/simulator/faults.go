@@ -17,6 +17,18 @@ import (
 // paysim.MethodFault503, fails the first request for a key only).
 const MethodProviderError = "pm_card_provider_error"
 
+// Test payment methods of IntentGateway that pay asynchronously (issue 16),
+// by the names paysim's Stripe mode uses.
+const (
+	// MethodThreeDSecure leaves the intent in payment.IntentRequiresAction
+	// (next action redirect_to_url, a client secret) until
+	// IntentGateway.Authenticate.
+	MethodThreeDSecure = "pm_card_threeDSecure2Required"
+	// MethodBankDebit leaves the intent in payment.IntentProcessing until
+	// IntentGateway.Settle.
+	MethodBankDebit = "pm_sepaDebit"
+)
+
 // errProviderUnavailable is the cause inside the ProviderError returned for
 // MethodProviderError.
 var errProviderUnavailable = errors.New("simulated provider unavailable (503)")

@@ -237,10 +237,14 @@ func (g *IntentGateway) Confirm(ctx context.Context, req payment.ConfirmRequest)
 			in.Status, in.LastDecline = payment.IntentRequiresPaymentMethod, &payment.DeclineError{Code: code, Message: msg}
 			d := *in.LastDecline
 			a.err = &d
+		} else if req.PaymentMethod == MethodThreeDSecure {
+			in.Status, in.LastDecline = payment.IntentRequiresAction, nil
+			in.ClientSecret = in.ID + "_secret_sim"
+			in.NextAction = &payment.NextAction{Type: "redirect_to_url", RedirectURL: "sim://authenticate/" + in.ID}
+		} else if req.PaymentMethod == MethodBankDebit {
+			in.Status, in.LastDecline = payment.IntentProcessing, nil
 		} else {
-			in.Status, in.LastDecline, in.AmountReceived = payment.IntentSucceeded, nil, in.Amount
-			g.received[in.Reference.OrderID] += in.Amount
-			g.moves[in.Reference.OrderID]++
+			g.receive(in)
 		}
 	}
 	a.intent = *in
@@ -249,6 +253,55 @@ func (g *IntentGateway) Confirm(ctx context.Context, req payment.ConfirmRequest)
 	}
 	s, err := g.answer(req.IdempotencyKey, a)
 	return s.intent, err
+}
+
+// receive moves intent in to IntentSucceeded with its whole amount
+// received. g.mu is held.
+func (g *IntentGateway) receive(in *payment.Intent) {
+	in.Status, in.LastDecline, in.NextAction, in.AmountReceived = payment.IntentSucceeded, nil, nil, in.Amount
+	g.received[in.Reference.OrderID] += in.Amount
+	g.moves[in.Reference.OrderID]++
+}
+
+// Authenticate completes the 3-D Secure of intent id, confirmed with
+// MethodThreeDSecure and waiting in payment.IntentRequiresAction, as the
+// customer would: success receives its amount (IntentSucceeded); failure
+// returns it to IntentRequiresPaymentMethod with LastDecline code
+// "payment_intent_authentication_failure" (Stripe's code). It is what
+// paysim's POST /admin/stripe/payment_intents/{id}/authenticate does.
+// Errors: ErrNotFound for an unknown id, a *payment.ProviderError
+// (payment_intent_unexpected_state) for an intent in another status.
+func (g *IntentGateway) Authenticate(id string, success bool) error {
+	return g.complete(id, payment.IntentRequiresAction, success, "payment_intent_authentication_failure",
+		"The provided PaymentMethod has failed authentication.")
+}
+
+// Settle completes the bank debit of intent id, confirmed with
+// MethodBankDebit and in payment.IntentProcessing: success receives its
+// amount; failure returns it to IntentRequiresPaymentMethod with LastDecline
+// code "insufficient_funds" (paysim's /settle?outcome=failure). Errors as
+// Authenticate's.
+func (g *IntentGateway) Settle(id string, success bool) error {
+	return g.complete(id, payment.IntentProcessing, success, testmode.DeclineInsufficientFunds,
+		"The customer's account has insufficient funds to cover this payment.")
+}
+
+func (g *IntentGateway) complete(id string, want payment.IntentStatus, success bool, code, msg string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	in, ok := g.intents[id]
+	switch {
+	case !ok:
+		return notFound("intent", id)
+	case in.Status != want:
+		return unexpectedState(in, "complete")
+	case success:
+		g.receive(in)
+	default:
+		in.Status, in.NextAction = payment.IntentRequiresPaymentMethod, nil
+		in.LastDecline = &payment.DeclineError{Code: code, Message: msg}
+	}
+	return nil
 }
 
 // Retrieve implements payment.Gateway.
@@ -341,7 +394,7 @@ func (g *IntentGateway) Cancel(ctx context.Context, req payment.CancelRequest) (
 	case payment.IntentSucceeded, payment.IntentProcessing:
 		a.err = unexpectedState(in, "cancel")
 	default:
-		in.Status = payment.IntentCanceled
+		in.Status, in.NextAction = payment.IntentCanceled, nil
 	}
 	if a.err == nil {
 		a.intent = *in

@@ -158,7 +158,7 @@ const lockOrderVersion = `SELECT version FROM orders WHERE id = $1 AND tenant_id
 // another request's outcome.
 const sameKeyOtherMethod = `
 SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
-    WHERE provider_key = $1 AND payment_method <> $2 AND status IN ('pending', 'unknown', 'needs_attention')), 'attempt_in_flight')`
+    WHERE provider_key = $1 AND payment_method <> $2 AND status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing')), 'attempt_in_flight')`
 
 const selectAttempt = `SELECT ` + attemptColumns + ` FROM provider_attempts WHERE provider_key = $1`
 
@@ -228,7 +228,7 @@ SELECT orderly_guard(EXISTS (SELECT 1 FROM w), 'version_conflict')`
 // under that lock.
 const noOtherOpenAttempt = `
 SELECT orderly_guard(NOT EXISTS (SELECT 1 FROM provider_attempts
-    WHERE order_id = $1 AND provider_key <> $2 AND status IN ('pending', 'unknown', 'needs_attention')), 'attempt_in_flight')`
+    WHERE order_id = $1 AND provider_key <> $2 AND status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing')), 'attempt_in_flight')`
 
 // takeOverAbandoned leases (for $1 microseconds) at most $2 keys abandoned
 // as of orderly_now(), the longest due first across both kinds: an expired
@@ -370,9 +370,9 @@ WITH target AS (
     SELECT t.* FROM target t
     WHERE (t.attempt_key IS NULL OR t.attempt_key = t.provider_key)
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.order_id = t.id
-                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown', 'needs_attention'))
+                      AND a.provider_key <> t.provider_key AND a.status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing'))
       AND NOT EXISTS (SELECT 1 FROM provider_attempts a WHERE a.provider_key = t.provider_key
-                      AND a.payment_method <> $10::text AND a.status IN ('pending', 'unknown', 'needs_attention'))
+                      AND a.payment_method <> $10::text AND a.status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing'))
 ), recorded AS (
     INSERT INTO provider_attempts (` + attemptInsertColumns + `)
     SELECT provider_key, tenant_id, id, $9::text, 'pending', amount, currency, $10::text, NULL, NULL, $11::timestamptz, $11::timestamptz

@@ -79,14 +79,14 @@ const orderVersion = `SELECT version FROM orders WHERE id = ?1 AND tenant_id = ?
 // otherOpenAttempt finds an open attempt on order ?1 other than ?2.
 const otherOpenAttempt = `
 SELECT EXISTS (SELECT 1 FROM provider_attempts
-               WHERE order_id = ?1 AND provider_key <> ?2 AND status IN ('pending', 'unknown', 'needs_attention'))`
+               WHERE order_id = ?1 AND provider_key <> ?2 AND status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing'))`
 
 // sameKeyOtherMethod finds an open attempt with provider key ?1 made with
 // another payment method than ?2: joining it would give this request
 // another request's outcome.
 const sameKeyOtherMethod = `
 SELECT EXISTS (SELECT 1 FROM provider_attempts
-               WHERE provider_key = ?1 AND payment_method <> ?2 AND status IN ('pending', 'unknown', 'needs_attention'))`
+               WHERE provider_key = ?1 AND payment_method <> ?2 AND status IN ('pending', 'unknown', 'needs_attention', 'requires_action', 'processing'))`
 
 // recordAttemptProgress records an attempt's intent id (?5, ” for none)
 // and the time its key was first sent (?6, NULL for none), each only if

@@ -500,7 +500,8 @@ func completeSettledAttemptIsNotReopened(t *testing.T, open func(t *testing.T) *
 // completeNextIsRefusedWhileAnotherAttemptIsOpen checks: next is refused while another attempt is open.
 func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *testing.T) *subject) {
 	t.Parallel()
-	for _, st := range []payment.AttemptStatus{payment.AttemptPending, payment.AttemptUnknown} {
+	for _, st := range []payment.AttemptStatus{payment.AttemptPending, payment.AttemptUnknown,
+		payment.AttemptRequiresAction, payment.AttemptProcessing} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			s, ctx := open(t), t.Context()
@@ -509,9 +510,11 @@ func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *t
 			charge := mustAcquire(t, s, newClaim("tenant-a", "pay-1", o.ID, base))
 			a := newAttempt(o, "charge-1", base)
 			mustRecordAttempt(t, s, charge, a)
-			if st == payment.AttemptUnknown {
+			if st != payment.AttemptPending {
+				// Unknown, or a payment waiting for the customer or the
+				// bank (issue 16): the key is released as an unknown outcome.
 				mustRelease(t, s, charge, idempotency.StateUnknownOutcome, &store.AttemptUpdate{
-					ProviderKey: a.ProviderKey, Status: payment.AttemptUnknown, At: base.Add(time.Second),
+					ProviderKey: a.ProviderKey, Status: st, At: base.Add(time.Second),
 				})
 			}
 			before := mustGetAttempt(t, s, a.ProviderKey)
@@ -534,7 +537,7 @@ func completeNextIsRefusedWhileAnotherAttemptIsOpen(t *testing.T, open func(t *t
 
 			// Once the attempt is settled, the transition goes through.
 			settler := charge
-			if st == payment.AttemptUnknown {
+			if st != payment.AttemptPending {
 				got, err := s.TakeOverAbandoned(ctx, takeOver{Now: base.Add(time.Minute), LeaseUntil: base.Add(time.Minute + leaseFor), Limit: 10})
 				if err != nil || len(got) != 1 {
 					t.Fatalf("TakeOverAbandoned = %d records, %v; want the charge's key", len(got), err)
@@ -911,6 +914,7 @@ func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *te
 	t.Parallel()
 	for _, st := range []payment.AttemptStatus{
 		payment.AttemptPending, payment.AttemptUnknown, payment.AttemptSucceeded, payment.AttemptDeclined, payment.AttemptRejected,
+		payment.AttemptRequiresAction, payment.AttemptProcessing,
 	} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
@@ -923,7 +927,7 @@ func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *te
 			stored := a
 			if st != payment.AttemptPending {
 				u := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: st, ProviderRef: "ch_1", ErrorCode: "e", At: base.Add(time.Second)}
-				if st == payment.AttemptUnknown {
+				if st == payment.AttemptUnknown || st.Awaiting() {
 					mustRelease(t, s, first, idempotency.StateUnknownOutcome, &u)
 				} else {
 					mustComplete(t, s, first, completion{Outcome: outcome(o.ID), Attempt: &u})
@@ -934,7 +938,7 @@ func recordExistingProviderKeyReturnsStoredAttempt(t *testing.T, open func(t *te
 			second := mustAcquire(t, s, newClaim("tenant-a", "pay-2", o.ID, base.Add(time.Minute)))
 			again := newAttempt(o, a.ProviderKey, base.Add(time.Minute))
 			again.Amount = 1
-			if st == payment.AttemptPending || st == payment.AttemptUnknown {
+			if st.Open() {
 				// An open attempt made with another payment method is
 				// refused: joining it would give this request another
 				// request's outcome. Nothing is written.
