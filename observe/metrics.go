@@ -128,13 +128,13 @@ func (m *Metrics) initSeries() {
 		m.sweptKeys.WithLabelValues(a)
 	}
 	for op, outs := range map[service.ProviderOp][]service.ProviderOutcome{
-		service.ProviderCharge:         {service.OutcomeApproved, service.OutcomeDeclined, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict, service.OutcomePending},
-		service.ProviderChargeLookup:   {service.OutcomeApproved, service.OutcomeDeclined, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomePending},
-		service.ProviderCancel:         {service.OutcomeApproved, service.OutcomeDeclined, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomePending},
-		service.ProviderPrepare:        {service.OutcomeApproved, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict},
-		service.ProviderRefund:         {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown},
-		service.ProviderShip:           {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict},
-		service.ProviderShipmentFind:   {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown},
+		service.ProviderCharge:       {service.OutcomeApproved, service.OutcomeDeclined, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict, service.OutcomePending},
+		service.ProviderChargeLookup: {service.OutcomeApproved, service.OutcomeDeclined, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomePending},
+		service.ProviderCancel:       {service.OutcomeApproved, service.OutcomeDeclined, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomePending},
+		service.ProviderPrepare:      {service.OutcomeApproved, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict},
+		service.ProviderRefund:       {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown},
+		service.ProviderShip:         {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown, service.OutcomeConflict},
+		service.ProviderShipmentFind: {service.OutcomeApproved, service.OutcomeRejected, service.OutcomeRetryable, service.OutcomeUnknown},
 	} {
 		m.providerTime.WithLabelValues(string(op))
 		for _, out := range outs {

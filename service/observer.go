@@ -60,12 +60,12 @@ type ProviderOp string
 
 // Provider calls.
 const (
-	ProviderCharge         ProviderOp = "charge"
-	ProviderChargeLookup   ProviderOp = "charge_lookup"
-	ProviderPrepare        ProviderOp = "prepare"
-	ProviderRefund         ProviderOp = "refund"
-	ProviderShip           ProviderOp = "ship"
-	ProviderShipmentFind   ProviderOp = "shipment_find"
+	ProviderCharge       ProviderOp = "charge"
+	ProviderChargeLookup ProviderOp = "charge_lookup"
+	ProviderPrepare      ProviderOp = "prepare"
+	ProviderRefund       ProviderOp = "refund"
+	ProviderShip         ProviderOp = "ship"
+	ProviderShipmentFind ProviderOp = "shipment_find"
 	// ProviderCancel cancels a pending payment's intent (an order
 	// cancelled while its payment waits, or the payment expired).
 	ProviderCancel ProviderOp = "cancel"
