@@ -3,9 +3,11 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -404,6 +406,46 @@ func TestStripeDeclineLeavesTheOrderPayable(t *testing.T) {
 				f.captures(t, o), o.Version+2)
 		}
 		f.paid(t, o, "Y")
+	})
+}
+
+// TestStripeAmountRefusedAtPrepareIsADecline: an amount Stripe refuses
+// when the PaymentIntent is created (0: amount_too_small, not sent; above
+// 99999999 minor units) is a final 402 decline, replayed
+// under its key, with the order still RCVD and nothing captured — never a
+// 503 that a client would retry for good (README, Connect Stripe's table).
+func TestStripeAmountRefusedAtPrepareIsADecline(t *testing.T) {
+	eachStripeStore(t, nil, func(t *testing.T, f *stripeFixture) {
+		ctx := context.Background()
+		for _, tc := range []struct {
+			name      string
+			unitPrice int64
+			code      string
+		}{
+			{"zero", 0, "amount_too_small"},
+			{"above Stripe's maximum", 100_000_000, "parameter_invalid_integer"}, // paysim's code, as the README's table lists
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				in := input
+				in.Items = []order.Item{{SKU: "sku", Quantity: 1, UnitPrice: tc.unitPrice}}
+				res, err := f.svc.Create(ctx, "t1", idempotency.Key{}, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := res.Order
+				for i := range 2 { // the first answer, then its replay
+					_, err := f.pay(o, "A"+tc.name, "pm_card_visa")
+					var e *apperr.Error
+					if !errors.As(err, &e) || e.Code != apperr.EDeclined || !strings.Contains(e.Error(), tc.code) {
+						t.Fatalf("pay %d of %d minor units: %v, want EDeclined naming %s", i, o.Amount, err, tc.code)
+					}
+				}
+				got, err := f.st.GetOrder(ctx, "t1", o.ID)
+				if err != nil || got.State != order.Received || f.captures(t, o) != 0 {
+					t.Fatalf("order %s, %v, %d captures; want RCVD and none", got.State, err, f.captures(t, o))
+				}
+			})
+		}
 	})
 }
 

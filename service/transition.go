@@ -623,9 +623,11 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a payment.
 			return callResult{class: succeeded}
 		})
 		if r.class != succeeded {
-			if r.class == declined {
-				r = callResult{class: retryable, err: s.unavailable("payment provider", errors.New("prepare declined"))}
-			}
+			// A decline here is final and moved nothing: the provider
+			// refuses the amount itself (Stripe's amount_too_small for 0,
+			// amount_too_large above 99999999), which no retry changes. It
+			// is answered 402 like a decline of the confirm, never a 503 a
+			// client would retry for good.
 			return r
 		}
 		// Recorded before any money can move, fenced by the lease: a
