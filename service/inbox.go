@@ -252,7 +252,9 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 //   - a payment event (want AttemptCharge) by the intent id the attempt
 //     recorded (store GetAttemptByIntent of ev.IntentID); when no attempt
 //     recorded it, by the attempt its provider key names (attemptKeyOf),
-//     as paysim's native events (whose object may be a charge) are. A
+//     which must then have recorded no intent (else a mismatch: the event
+//     is about an intent that attempt never confirmed). paysim's native
+//     events, about charges, carry no intent id and are matched by key. A
 //     provider key naming another attempt than the intent's is a mismatch.
 //   - a refund event (want AttemptRefund) by the attempt its provider key
 //     names (Stripe: the refund's metadata orderly_reference); when a
@@ -299,7 +301,16 @@ func matchAttempt(ctx context.Context, tx store.Executor, ev payment.ProviderEve
 	a, err := tx.GetAttemptByIntent(ctx, ev.IntentID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return byKey()
+		// No attempt recorded this intent. The attempt its reference
+		// names may not have recorded one yet (its prepare's answer was
+		// lost); one that recorded another intent did not ask for this
+		// one, and money on an intent Orderly never confirmed moves
+		// nothing here.
+		a, out, err := byKey()
+		if err == nil && out == "" && a.IntentID != "" {
+			return a, InboxMismatch, nil
+		}
+		return a, out, err
 	case err != nil:
 		return a, "", err
 	case a.Kind != want:

@@ -180,7 +180,8 @@ func TestProviderEventRacesRetries(t *testing.T) {
 // (as a Stripe event whose metadata was lost would be); one whose provider
 // key names another attempt than its intent's is a mismatch that parks the
 // attempt and moves nothing; an intent no attempt recorded, without a key,
-// is unmatched.
+// is unmatched, and with the key of an attempt that recorded another
+// intent, a mismatch.
 func TestProviderEventMatchedByIntent(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
@@ -226,6 +227,18 @@ func TestProviderEventMatchedByIntent(t *testing.T) {
 		nobody := chargeEvent("evt_nobody", payment.EventPaymentSucceeded, o)
 		nobody.IntentID, nobody.Reference = "pi_nobody", payment.Reference{}
 		take(nobody, service.InboxUnmatched)
+
+		// An intent no attempt recorded, with the reference of an attempt
+		// that recorded another (a correctly signed event about money on an
+		// intent Orderly never confirmed): a mismatch, and the order stays.
+		third := f.order(t)
+		f.payWithLostReply(t, third, "pay-c", payIn)
+		stranger := chargeEvent("evt_stranger", payment.EventPaymentSucceeded, third)
+		stranger.IntentID, stranger.ObjectID = "pi_never_recorded", "pi_never_recorded"
+		take(stranger, service.InboxMismatch)
+		if got, err := f.svc.Get(ctx, "t1", third.ID); err != nil || got.State != order.Received || got.Version != third.Version {
+			t.Fatalf("an event about an intent the attempt never recorded moved the order: %+v, %v", got, err)
+		}
 		if n := f.gw.Captures(o.ID) + f.gw.Captures(other.ID); n != 2 {
 			t.Fatalf("captures = %d, want 2 (one per pay)", n)
 		}

@@ -74,12 +74,12 @@ func (w Webhooks) Parse(body []byte) (payment.ProviderEvent, error) {
 	}
 	typ, known := eventTypes[ev.Type]
 	out := payment.ProviderEvent{Source: Source, EventID: ev.ID, Type: typ, ProviderType: ev.Type,
-		ObjectID: ev.Data.ObjectID, IntentID: ev.Data.ObjectID,
+		ObjectID:  ev.Data.ObjectID,
 		Reference: payment.Reference{OrderID: ev.Data.OrderID, Key: ev.Data.IdempotencyKey},
 		Amount:    ev.Data.Amount, Currency: strings.ToUpper(ev.Data.Currency)}
-	if typ == payment.EventRefundSucceeded {
-		out.IntentID = ev.Data.ChargeID
-	}
+	// paysim's native events are about a charge or a refund (ch_…, re_…),
+	// never a payment intent: IntentID stays empty and the inbox matches
+	// them by their provider key.
 	// Each reason names the one member that is wrong; an id too long to
 	// keep is not echoed.
 	switch {

@@ -32,7 +32,7 @@ func TestParseNamesWhatIsWrong(t *testing.T) {
 	in, err := paysimclient.Webhooks{}.Parse([]byte(`{"id":"evt_1","type":"charge.succeeded","data":{"object_id":"ch_1",` +
 		`"idempotency_key":"ord_1/pay/1","order_id":"ord_1","amount":4200,"currency":"usd"}}`))
 	want := payment.ProviderEvent{Source: paysimclient.Source, EventID: "evt_1", Type: payment.EventPaymentSucceeded,
-		ProviderType: "charge.succeeded", ObjectID: "ch_1", IntentID: "ch_1",
+		ProviderType: "charge.succeeded", ObjectID: "ch_1",
 		Reference: payment.Reference{OrderID: "ord_1", Key: "ord_1/pay/1"}, Amount: 4200, Currency: "USD"}
 	if err != nil || in != want {
 		t.Errorf("Parse of a good event = %+v, %v", in, err)
