@@ -55,6 +55,11 @@ const (
 	ChargeRefunded ChargeStatus = "refunded"
 	// ChargeFailed is a declined charge, remembered under its key.
 	ChargeFailed ChargeStatus = "failed"
+	// ChargeAuthorized is the outcome of a confirm of a manual-capture
+	// intent the issuer approved: money held, not moved. It is never a row
+	// of the ledger's charges (GET /admin/ledger lists none): the capture
+	// writes the charge.
+	ChargeAuthorized ChargeStatus = "authorized"
 )
 
 // ShipmentStatus is the status of a Shipment.
