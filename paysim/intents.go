@@ -194,7 +194,9 @@ func captureOp() *operation[captureParamsOf, captureRec] {
 			in, err := l.Intent(ctx, id)
 			return captureRec{key: key, intentID: id, amount: amount, intent: in}, err
 		},
-		same: func(held captureRec, p captureParamsOf) bool { return held.intentID == p.intentID && held.amount == p.Amount },
+		same: func(held captureRec, p captureParamsOf) bool {
+			return held.intentID == p.intentID && held.amount == p.Amount
+		},
 		build: func(key string, p captureParamsOf, _ FaultKind) (captureRec, FaultKind) {
 			return captureRec{key: key, intentID: p.intentID, amount: p.Amount}, ""
 		},
