@@ -169,6 +169,16 @@ func wantFinal(t *testing.T, what string, err error) {
 	}
 }
 
+// wantCode fails unless err is a final *payment.ProviderError with code.
+func wantCode(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	wantFinal(t, what, err)
+	var pe *payment.ProviderError
+	if !errors.As(err, &pe) || pe.Code != code {
+		t.Fatalf("%s: err = %v, want a *payment.ProviderError with code %q", what, err, code)
+	}
+}
+
 func wantNoMoney(t *testing.T, what string, in payment.Intent) {
 	t.Helper()
 	if in.AmountReceived != 0 || in.Status == payment.IntentSucceeded {
@@ -516,7 +526,7 @@ func testManualConfirm(t *testing.T, s *suite) {
 	ref := s.ref()
 	unconfirmed := s.prepare(t, ref, 4200)
 	_, err = s.Gateway.Capture(t.Context(), s.captureReq(unconfirmed, ref.Key+"/capture", 4200))
-	wantFinal(t, "Capture of an unconfirmed intent", err)
+	wantCode(t, "Capture of an unconfirmed intent", err, "payment_intent_unexpected_state")
 	wantNoMoney(t, "after a refused Capture", s.retrieve(t, unconfirmed.ID))
 }
 
@@ -540,7 +550,7 @@ func testCaptureOnce(t *testing.T, s *suite) {
 	}
 	wg.Wait()
 	_, err = s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture-2", 4200))
-	wantFinal(t, "a second Capture under another key", err)
+	wantCode(t, "a second Capture under another key", err, "payment_intent_unexpected_state")
 	if got := s.retrieve(t, in.ID); got.Status != payment.IntentSucceeded || got.AmountReceived != 4200 {
 		t.Fatalf("after the captures: %+v, want 4200 received once", got)
 	}
@@ -572,7 +582,7 @@ func testLostCapture(t *testing.T, s *suite) {
 func testPartialCapture(t *testing.T, s *suite) {
 	in := s.authorized(t, 4200)
 	_, err := s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture-over", 4201))
-	wantFinal(t, "Capture above the authorized amount", err)
+	wantCode(t, "Capture above the authorized amount", err, "amount_too_large")
 	wantNoMoney(t, "after a Capture above the authorization", s.retrieve(t, in.ID))
 	got, err := s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture", 3000))
 	if err != nil || got.Status != payment.IntentSucceeded || got.AmountReceived != 3000 || got.Amount != 4200 {
@@ -607,7 +617,7 @@ func testVoid(t *testing.T, s *suite) {
 		t.Fatalf("repeated Cancel = %+v, %v; want canceled", b, err)
 	}
 	_, err = s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture", 4200))
-	wantFinal(t, "Capture of a voided authorization", err)
+	wantCode(t, "Capture of a voided authorization", err, "payment_intent_unexpected_state")
 	got := s.retrieve(t, in.ID)
 	wantNoMoney(t, "after a Capture of a voided authorization", got)
 	if got.Status != payment.IntentCanceled {

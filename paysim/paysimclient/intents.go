@@ -28,6 +28,8 @@ import (
 //   - 2xx is success.
 //   - 402 is a decline: a *payment.DeclineError with the answer's
 //     error.code (payment.DeclineCardDeclined if it has none). Final.
+//   - 400 payment_intent_unexpected_state and 400 amount_too_large are
+//     final *payment.ProviderErrors with that Code.
 //   - 404 wraps payment.ErrNotFound (an unknown intent, or no intent or
 //     refund under a reference); 422 with error type "idempotency_error"
 //     is a final *payment.ProviderError wrapping
@@ -221,6 +223,14 @@ func (g *Intents) Cancel(ctx context.Context, req payment.CancelRequest) (paymen
 	return intent(in), nil
 }
 
+// Error codes of paysim's 400 answers that the seam passes on as
+// *payment.ProviderError.Code (paysim.CodeIntentState,
+// paysim.CodeAmountTooLarge; Stripe's names).
+const (
+	codeIntentState    = "payment_intent_unexpected_state"
+	codeAmountTooLarge = "amount_too_large"
+)
+
 // payments is package payment's error vocabulary.
 var payments = vocabulary{
 	fail: func(retryable bool, cause error) error {
@@ -229,6 +239,12 @@ var payments = vocabulary{
 	unknownOutcome: payment.ErrUnknownOutcome,
 	keyReused:      payment.ErrIdempotencyKeyReused,
 	refusal: func(status int, b errorBody) error {
+		if status == http.StatusBadRequest && (b.Error.Code == codeIntentState || b.Error.Code == codeAmountTooLarge) {
+			// A final refusal with Stripe's code, which the seam's Capture
+			// (and Cancel) name: the intent's status forbids it, or the
+			// capture is above the authorization.
+			return &payment.ProviderError{Code: b.Error.Code, Err: fmt.Errorf("paysim answered 400 %s: %s", b.Error.Code, b.Error.Message)}
+		}
 		if status != http.StatusPaymentRequired {
 			return nil
 		}
