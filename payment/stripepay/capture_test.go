@@ -92,3 +92,35 @@ func TestAuthorizationExpiresInStripeMode(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialCaptureInStripeMode: a capture of part of the authorization
+// receives that part only (amount_received), the rest is released, and
+// the webhook-free ledger counts one capture of that amount.
+func TestPartialCaptureInStripeMode(t *testing.T) {
+	e := start(t, stripesim.Config{})
+	ctx := t.Context()
+	ref := payment.Reference{OrderID: "p1", Key: "p1/pay/1"}
+	in, err := e.gw.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: "p1/pay/1/prepare", Reference: ref, Amount: 1500,
+		Currency: "EUR", CaptureMode: payment.CaptureManual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.gw.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: "p1/pay/1/confirm", IntentID: in.ID,
+		PaymentMethod: stripesim.MethodVisa, Reference: ref}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.gw.Capture(ctx, payment.CaptureRequest{IdempotencyKey: "p1/capture", IntentID: in.ID, Amount: 900, Reference: ref})
+	if err != nil || got.Status != payment.IntentSucceeded || got.AmountReceived != 900 || !got.CaptureBefore.IsZero() {
+		t.Fatalf("Capture of 900 = %+v, %v; want succeeded with 900 received", got, err)
+	}
+	res, err := http.Get(e.ts.URL + "/admin/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap paysim.Snapshot
+	err = json.NewDecoder(res.Body).Decode(&snap)
+	res.Body.Close()
+	if err != nil || len(snap.Charges) != 1 || snap.Charges[0].Amount != 900 || snap.Charges[0].OrderID != "p1" {
+		t.Fatalf("GET /admin/ledger = %+v, %v; want one capture of 900", snap.Charges, err)
+	}
+}

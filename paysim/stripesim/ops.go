@@ -364,6 +364,11 @@ func (s *Server) captureIntent(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if !ch.CaptureBefore.IsZero() && !c.now.Before(ch.CaptureBefore) {
+		// Expired, though not swept yet: Stripe has released it.
+		return 0, nil, unexpectedState(intent{ID: pi.ID, Status: "canceled", Amount: pi.Amount, Currency: pi.Currency,
+			Metadata: pi.Metadata}, "capture", " The authorization expired at its capture_before.")
+	}
 	ch.Captured, ch.AmountCaptured, ch.CaptureBefore = true, amt, time.Time{}
 	pi.Status, pi.AmountReceived, pi.AmountCapturable = "succeeded", amt, 0
 	if err := updateCharge(c, ch); err != nil {
