@@ -1,5 +1,5 @@
 // Package payment is the seam between the service and a payment provider:
-// the Gateway interface (Prepare, Confirm, Retrieve, Find, Refund,
+// the Gateway interface (Prepare, Confirm, Retrieve, Find, Capture, Refund,
 // FindRefund, Cancel on provider objects: Intent and Refund, found again by
 // the Reference Orderly sets on them), its request and result types, the
 // provider events (ProviderEvent) adapters parse from webhooks, and the

@@ -44,6 +44,16 @@ import (
 // IntentRequiresPaymentMethod with LastDecline set (a decline, final for
 // that payment method; the intent may be confirmed again with another);
 // Cancel moves an intent that received nothing to IntentCanceled.
+//
+// Authorize, then capture (docs.stripe.com/payments/place-a-hold-on-a-payment-method):
+// an intent prepared with CaptureManual only authorizes on Confirm: it ends
+// in IntentRequiresCapture with the money held (Amount authorized,
+// AmountReceived 0, CaptureBefore when the provider says until when the
+// hold lasts: 7 days for online card payments at Stripe). Capture then
+// receives at most the authorized amount, once; a partial capture releases
+// the rest. Cancel of an IntentRequiresCapture intent voids the
+// authorization (nothing is received); so does the provider itself when
+// the hold expires uncaptured (the intent goes to IntentCanceled).
 
 // MaxIdempotencyKeyLen is the longest idempotency key a Gateway accepts, in
 // characters (Stripe's limit, docs.stripe.com/api/idempotent_requests).
@@ -108,6 +118,25 @@ type Gateway interface {
 	// Retryable true rather than ErrNotFound.
 	Find(ctx context.Context, ref Reference) (Intent, error)
 
+	// Capture receives req.Amount minor units of the money authorized on
+	// intent req.IntentID, which must be in IntentRequiresCapture (prepared
+	// with CaptureManual and confirmed), and returns it in IntentSucceeded
+	// with AmountReceived = req.Amount (Stripe: POST /v1/payment_intents/
+	// {id}/capture with amount_to_capture, docs.stripe.com/api/
+	// payment_intents/capture). req.Amount may be below the authorized
+	// Amount (a partial capture, docs.stripe.com/payments/
+	// place-a-hold-on-a-payment-method#capture-funds): the rest is released
+	// and can never be captured. Idempotent under req.IdempotencyKey: a
+	// repeat returns the same Intent and never captures twice; after an
+	// unknown outcome Retrieve shows the truth (IntentSucceeded with
+	// AmountReceived > 0: captured). Errors: an Amount above the authorized
+	// amount is a final *ProviderError with Code "amount_too_large"; an
+	// intent in any other status (not confirmed, captured already, voided
+	// or expired) a final *ProviderError with Code
+	// "payment_intent_unexpected_state"; an unknown intent wraps
+	// ErrNotFound.
+	Capture(ctx context.Context, req CaptureRequest) (Intent, error)
+
 	// Refund returns req.Amount minor units of the money received on intent
 	// req.IntentID (Stripe: POST /v1/refunds with payment_intent,
 	// docs.stripe.com/api/refunds/create), carrying req.Reference in its
@@ -126,9 +155,12 @@ type Gateway interface {
 	// Cancel cancels the intent req.IntentID, which must not have received
 	// money (Stripe: POST /v1/payment_intents/{id}/cancel,
 	// docs.stripe.com/api/payment_intents/cancel), and returns it in
-	// IntentCanceled. Idempotent under req.IdempotencyKey; cancelling an
-	// intent already canceled returns it unchanged. An intent that received
-	// money is a final *ProviderError (refund it instead).
+	// IntentCanceled. Cancelling an intent in IntentRequiresCapture voids
+	// its authorization: the held money is released and nothing is
+	// received (docs.stripe.com/payments/place-a-hold-on-a-payment-method#cancel-authorization).
+	// Idempotent under req.IdempotencyKey; cancelling an intent already
+	// canceled returns it unchanged. An intent that received money is a
+	// final *ProviderError (refund it instead).
 	Cancel(ctx context.Context, req CancelRequest) (Intent, error)
 }
 
@@ -164,7 +196,31 @@ type PrepareRequest struct {
 	Amount int64
 	// Currency is an ISO 4217 alphabetic code such as "USD"; required.
 	Currency string
+	// CaptureMode says whether Confirm receives the money (CaptureAutomatic,
+	// also the zero value "") or only authorizes it for a later Capture
+	// (CaptureManual; Stripe: capture_method=manual).
+	CaptureMode CaptureMode
 }
+
+// CaptureMode is how an intent's money is captured (Stripe's
+// capture_method, docs.stripe.com/api/payment_intents/create#create_payment_intent-capture_method).
+type CaptureMode string
+
+// Capture modes.
+const (
+	// CaptureAutomatic: Confirm receives the money (Stripe: automatic or
+	// automatic_async). The zero value "" means the same.
+	CaptureAutomatic CaptureMode = "automatic"
+	// CaptureManual: Confirm authorizes the money, leaving the intent in
+	// IntentRequiresCapture until Capture (or Cancel, which voids it).
+	CaptureManual CaptureMode = "manual"
+)
+
+// Manual reports whether m is CaptureManual.
+func (m CaptureMode) Manual() bool { return m == CaptureManual }
+
+// Valid reports whether m is "", CaptureAutomatic or CaptureManual.
+func (m CaptureMode) Valid() bool { return m == "" || m == CaptureAutomatic || m == CaptureManual }
 
 // Validate returns nil for a request a provider may accept, and otherwise
 // the final *ProviderError a Gateway answers without creating anything.
@@ -181,6 +237,8 @@ func (r PrepareRequest) Validate() error {
 		return &ProviderError{Err: errors.New("currency is required")}
 	case r.Amount < 0:
 		return &ProviderError{Err: fmt.Errorf("amount %d is negative", r.Amount)}
+	case !r.CaptureMode.Valid():
+		return &ProviderError{Err: fmt.Errorf("capture mode %q is neither %q nor %q", r.CaptureMode, CaptureAutomatic, CaptureManual)}
 	}
 	return nil
 }
@@ -246,6 +304,40 @@ func (r RefundRequest) Validate() error {
 	return nil
 }
 
+// CaptureRequest asks a Gateway to capture (part of) the money authorized
+// on an intent in IntentRequiresCapture (see Gateway.Capture).
+type CaptureRequest struct {
+	// IdempotencyKey is the provider-side key of the capture, such as
+	// "<order id>/capture/<version>"; required, at most
+	// MaxIdempotencyKeyLen characters.
+	IdempotencyKey string
+	// IntentID is the provider's id of the authorized intent; required.
+	IntentID string
+	// Amount is the amount to capture in minor units of the intent's
+	// currency (Stripe: amount_to_capture); it must be positive and not
+	// above the authorized amount. Never defaulted: the caller states it.
+	Amount int64
+	// Reference is the intent's Reference, for the provider's logs and as
+	// a cross-check.
+	Reference Reference
+}
+
+// Validate returns nil for a request a provider may accept, and otherwise
+// the final *ProviderError a Gateway answers without capturing anything.
+// Whether Amount is within the authorization only the provider knows.
+func (r CaptureRequest) Validate() error {
+	if err := validKey(r.IdempotencyKey); err != nil {
+		return err
+	}
+	switch {
+	case r.IntentID == "":
+		return &ProviderError{Err: errors.New("intent id is required")}
+	case r.Amount <= 0:
+		return &ProviderError{Err: fmt.Errorf("capture amount %d is not positive", r.Amount)}
+	}
+	return nil
+}
+
 // CancelRequest asks a Gateway to cancel an intent that received no money
 // (see Gateway.Cancel).
 type CancelRequest struct {
@@ -296,8 +388,9 @@ const (
 	// IntentProcessing: the provider is collecting (a bank debit, which may
 	// take days); settled later by a provider event.
 	IntentProcessing IntentStatus = "processing"
-	// IntentRequiresCapture: authorised, waiting for a capture (manual
-	// capture); money is held, not received.
+	// IntentRequiresCapture: authorized, waiting for a Capture (an intent
+	// prepared with CaptureManual and confirmed); money is held, not
+	// received, until Intent.CaptureBefore at the latest.
 	IntentRequiresCapture IntentStatus = "requires_capture"
 	// IntentSucceeded: the money was received (AmountReceived > 0). Final,
 	// except for refunds.
@@ -334,8 +427,20 @@ type Intent struct {
 	Currency string
 	// Status is the intent's current status.
 	Status IntentStatus
+	// CaptureMode is the intent's capture mode as the provider holds it:
+	// CaptureAutomatic or CaptureManual (never "").
+	CaptureMode CaptureMode
+	// CaptureBefore is when an authorization in IntentRequiresCapture
+	// expires, after which the provider cancels the intent and releases
+	// the money (Stripe: the charge's
+	// payment_method_details.card.capture_before, docs.stripe.com/payments/
+	// place-a-hold-on-a-payment-method#auth-and-capture); zero when the
+	// provider does not say or nothing is authorized (UTC).
+	CaptureBefore time.Time
 	// AmountReceived is how much was received, in minor units; > 0 exactly
-	// when money moved (Stripe: amount_received).
+	// when money moved (Stripe: amount_received). An authorization is not
+	// received: 0 in IntentRequiresCapture; after a partial Capture, the
+	// captured amount (below Amount).
 	AmountReceived int64
 	// AmountRefunded is how much of AmountReceived was refunded, in minor
 	// units; never above AmountReceived.

@@ -13,6 +13,7 @@ func TestSeamValidate(t *testing.T) {
 	conf := ConfirmRequest{IdempotencyKey: "ord_1/pay/1/confirm", IntentID: "pi_1", PaymentMethod: "pm_card_visa", Reference: ref}
 	ref2 := RefundRequest{IdempotencyKey: "ord_1/refund", IntentID: "pi_1", Amount: 4200, Reference: Reference{OrderID: "ord_1", Key: "ord_1/refund"}}
 	canc := CancelRequest{IdempotencyKey: "ord_1/cancel", IntentID: "pi_1"}
+	capt := CaptureRequest{IdempotencyKey: "ord_1/capture", IntentID: "pi_1", Amount: 4200, Reference: ref}
 	long := strings.Repeat("k", MaxIdempotencyKeyLen+1)
 	tests := []struct {
 		name    string
@@ -32,6 +33,14 @@ func TestSeamValidate(t *testing.T) {
 		{"refund", ref2.Validate(), false},
 		{"refund of zero", func() error { r := ref2; r.Amount = 0; return r.Validate() }(), true},
 		{"refund without intent", func() error { r := ref2; r.IntentID = ""; return r.Validate() }(), true},
+		{"prepare for a manual capture", func() error { r := prep; r.CaptureMode = CaptureManual; return r.Validate() }(), false},
+		{"prepare for an automatic capture", func() error { r := prep; r.CaptureMode = CaptureAutomatic; return r.Validate() }(), false},
+		{"prepare with another capture mode", func() error { r := prep; r.CaptureMode = "later"; return r.Validate() }(), true},
+		{"capture", capt.Validate(), false},
+		{"capture of zero (never defaulted)", func() error { r := capt; r.Amount = 0; return r.Validate() }(), true},
+		{"capture of a negative amount", func() error { r := capt; r.Amount = -1; return r.Validate() }(), true},
+		{"capture without intent", func() error { r := capt; r.IntentID = ""; return r.Validate() }(), true},
+		{"capture without key", func() error { r := capt; r.IdempotencyKey = ""; return r.Validate() }(), true},
 		{"cancel", canc.Validate(), false},
 		{"cancel without key", func() error { r := canc; r.IdempotencyKey = ""; return r.Validate() }(), true},
 	}

@@ -24,20 +24,33 @@
 //	                    201 charge {"id":"ch_…","idempotency_key","order_id","amount",
 //	                    "currency","payment_method","status":"captured","amount_refunded","created_at"}
 //	                    402 card_error, code card_declined | insufficient_funds | invalid_payment_method
-//	POST /v1/payment_intents  {"order_id","reference","amount","currency"}
+//	POST /v1/payment_intents  {"order_id","reference","amount","currency","capture_method"}
 //	                    201 intent {"id":"pi_…","idempotency_key","order_id","reference","amount",
-//	                    "currency","status":"requires_payment_method","amount_received":0,
-//	                    "amount_refunded":0,"created_at"}; moves no money
+//	                    "currency","status":"requires_payment_method","capture_method",
+//	                    "amount_received":0,"amount_refunded":0,"created_at"}; moves no money;
+//	                    capture_method "automatic" (the default) or "manual"
 //	POST /v1/payment_intents/{id}/confirm  {"payment_method"}
 //	                    201 intent, "status":"succeeded", "amount_received" = amount: a
 //	                    charge of the intent is recorded under the confirm's key (the
 //	                    charges' faults and one-shot methods apply); 402 card_error (the
 //	                    intent stays requires_payment_method with "last_decline":{"code",
 //	                    "message"} and may be confirmed again under another key); 404;
-//	                    400 payment_intent_unexpected_state (canceled, or captured already:
-//	                    an intent captures at most once)
+//	                    400 payment_intent_unexpected_state (canceled, authorized or
+//	                    captured already: an intent captures at most once). A manual
+//	                    intent only authorizes: "status":"requires_capture",
+//	                    "amount_received":0, "capture_before" = now + Config.AuthorizationWindow
+//	                    (an authorizations row, no charge, no webhook); past capture_before
+//	                    it reads "canceled"
+//	POST /v1/payment_intents/{id}/capture  {"amount"} (minor units, > 0, required)
+//	                    201 intent "status":"succeeded", "amount_received" = amount: the
+//	                    intent's one charge, of amount (the rest of the authorization is
+//	                    released), sent as charge.succeeded; 400 amount_too_large (above the
+//	                    authorization); 400 payment_intent_unexpected_state (not
+//	                    requires_capture: unconfirmed, captured, voided, expired); 404
 //	POST /v1/payment_intents/{id}/cancel   {}   201 intent "status":"canceled" (again: the
-//	                    same); 400 payment_intent_unexpected_state if it captured; 404
+//	                    same; of a requires_capture intent it voids the authorization,
+//	                    nothing received); 400 payment_intent_unexpected_state if it
+//	                    captured; 404
 //	GET  /v1/payment_intents/{id}          200 intent as it stands | 404
 //	GET  /v1/payment_intents?reference=R&order_id=O   200 the intent made with that
 //	                    reference | 404 (the index is written with the intent: no lag)

@@ -14,6 +14,10 @@ import (
 // operation an intent's status forbids, Stripe's name for it.
 const CodeIntentState = "payment_intent_unexpected_state"
 
+// CodeAmountTooLarge is the error code (400 invalid_request_error) of a
+// capture above the authorized amount, Stripe's name for it.
+const CodeAmountTooLarge = "amount_too_large"
+
 // confirmParams is the body of POST /v1/payment_intents/{id}/confirm with
 // the intent id of its path.
 type confirmParams struct {
@@ -51,19 +55,30 @@ var prepares = &operation[IntentParams, Intent]{
 			return fmt.Sprintf("amount %d is negative", p.Amount)
 		case p.Currency == "":
 			return "currency is required"
+		case p.CaptureMethod != "" && p.CaptureMethod != paysimwire.CaptureAutomatic && p.CaptureMethod != paysimwire.CaptureManual:
+			return fmt.Sprintf("capture_method %q is neither %q nor %q", p.CaptureMethod, paysimwire.CaptureAutomatic, paysimwire.CaptureManual)
 		}
 		return ""
 	},
 	find: (*Ledger).IntentByKey,
 	same: func(held Intent, p IntentParams) bool {
-		return held.OrderID == p.OrderID && held.Reference == p.Reference && held.Amount == p.Amount && held.Currency == p.Currency
+		return held.OrderID == p.OrderID && held.Reference == p.Reference && held.Amount == p.Amount && held.Currency == p.Currency &&
+			held.CaptureMethod == captureMethodOf(p)
 	},
 	build: func(key string, p IntentParams, _ FaultKind) (Intent, FaultKind) {
 		return Intent{ID: newID("pi_"), IdempotencyKey: key, OrderID: p.OrderID, Reference: p.Reference, Amount: p.Amount,
-			Currency: p.Currency, Status: paysimwire.IntentRequiresPaymentMethod, CreatedAt: now()}, ""
+			Currency: p.Currency, Status: paysimwire.IntentRequiresPaymentMethod, CaptureMethod: captureMethodOf(p), CreatedAt: now()}, ""
 	},
 	create: (*Ledger).CreateIntent,
 	write:  writeIntent,
+}
+
+// captureMethodOf is p's capture method, automatic when omitted.
+func captureMethodOf(p IntentParams) string {
+	if p.CaptureMethod == "" {
+		return paysimwire.CaptureAutomatic
+	}
+	return p.CaptureMethod
 }
 
 func writeIntent(w http.ResponseWriter, in Intent, status int, replayed bool) {
@@ -80,6 +95,8 @@ func intentRefused(err error, id string) (int, apiError, bool) {
 		return http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: fmt.Sprintf("no payment intent %q", id)}, true
 	case errors.Is(err, ErrIntentState):
 		return http.StatusBadRequest, apiError{Type: ErrTypeInvalidRequest, Code: CodeIntentState, Message: err.Error()}, true
+	case errors.Is(err, ErrCaptureTooLarge):
+		return http.StatusBadRequest, apiError{Type: ErrTypeInvalidRequest, Code: CodeAmountTooLarge, Message: err.Error()}, true
 	}
 	return 0, apiError{}, false
 }
@@ -87,8 +104,10 @@ func intentRefused(err error, id string) (int, apiError, bool) {
 // confirmOp is POST /v1/payment_intents/{id}/confirm: a charge of the
 // intent's amount (or a decline, after which the intent may be confirmed
 // again under another key), recorded in the ledger's charges under the
-// confirm's key. It shares the one-shot faults of the charge endpoint.
-func confirmOp(l *Ledger) *operation[confirmParams, Charge] {
+// confirm's key; for a manual intent, an authorization held for window
+// instead of a charge (no webhook: nothing moved). It shares the one-shot
+// faults of the charge endpoint.
+func confirmOp(l *Ledger, window time.Duration) *operation[confirmParams, Charge] {
 	return &operation[confirmParams, Charge]{
 		endpoint: "charges",
 		what:     "confirm",
@@ -98,7 +117,7 @@ func confirmOp(l *Ledger) *operation[confirmParams, Charge] {
 		plan: func(p confirmParams) (time.Duration, FaultKind) {
 			return charges.plan(ChargeParams{PaymentMethod: p.PaymentMethod})
 		},
-		find: (*Ledger).Charge,
+		find: (*Ledger).Confirm,
 		same: func(held Charge, p confirmParams) bool {
 			return held.PaymentIntent == p.intentID && held.PaymentMethod == p.PaymentMethod
 		},
@@ -107,7 +126,9 @@ func confirmOp(l *Ledger) *operation[confirmParams, Charge] {
 			c.PaymentIntent = p.intentID
 			return c, applied
 		},
-		create:  (*Ledger).CreateConfirm,
+		create: func(l *Ledger, ctx context.Context, c Charge) (Charge, bool, error) {
+			return l.CreateConfirm(ctx, c, window)
+		},
 		refused: func(err error, p confirmParams) (int, apiError, bool) { return intentRefused(err, p.intentID) },
 		write: func(w http.ResponseWriter, c Charge, status int, replayed bool) {
 			if c.Status == ChargeFailed {
@@ -122,9 +143,78 @@ func confirmOp(l *Ledger) *operation[confirmParams, Charge] {
 			writeIntent(w, in, status, replayed)
 		},
 		event: func(c Charge) (string, WebhookData) {
+			if c.Status == ChargeAuthorized {
+				return "", WebhookData{}
+			}
 			typ, d := charges.event(c)
 			d.ObjectID, d.ChargeID = c.PaymentIntent, c.ID
 			return typ, d
+		},
+	}
+}
+
+// captureParamsOf is the body of POST /v1/payment_intents/{id}/capture with
+// the intent id of its path.
+type captureParamsOf struct {
+	Amount   int64 `json:"amount"`
+	intentID string
+}
+
+// captureRec is the outcome of a capture key: the intent as it stood after,
+// and the amount the key captured.
+type captureRec struct {
+	key, intentID string
+	amount        int64
+	intent        Intent
+}
+
+// captureOp is POST /v1/payment_intents/{id}/capture {"amount"}: of an
+// intent in requires_capture (a manual intent, confirmed and authorized),
+// the ledger's one charge of amount minor units, at most the authorized
+// amount; the rest is released. Once per intent: a second capture (another
+// key) is 400 payment_intent_unexpected_state. It shares the run-level
+// faults of the charge endpoint and sends charge.succeeded for the charge.
+func captureOp() *operation[captureParamsOf, captureRec] {
+	return &operation[captureParamsOf, captureRec]{
+		endpoint: "charges",
+		what:     "capture",
+		path:     intentIDFromPath(func(p *captureParamsOf, id string) { p.intentID = id }),
+		validate: func(p captureParamsOf) string {
+			if p.Amount <= 0 {
+				return fmt.Sprintf("amount %d is not positive", p.Amount)
+			}
+			return ""
+		},
+		find: func(l *Ledger, ctx context.Context, key string) (captureRec, error) {
+			var id string
+			var amount int64
+			if err := l.db.QueryRowContext(ctx, selectCaptureByKey, key).Scan(&id, &amount); err != nil {
+				return captureRec{}, translate(err)
+			}
+			in, err := l.Intent(ctx, id)
+			return captureRec{key: key, intentID: id, amount: amount, intent: in}, err
+		},
+		same: func(held captureRec, p captureParamsOf) bool {
+			return held.intentID == p.intentID && held.amount == p.Amount
+		},
+		build: func(key string, p captureParamsOf, _ FaultKind) (captureRec, FaultKind) {
+			return captureRec{key: key, intentID: p.intentID, amount: p.Amount}, ""
+		},
+		create: func(l *Ledger, ctx context.Context, rec captureRec) (captureRec, bool, error) {
+			in, amount, created, err := l.CaptureIntent(ctx, rec.key, rec.intentID, rec.amount)
+			if err == nil && !created {
+				rec.intentID, rec.amount = in.ID, amount
+			}
+			rec.intent = in
+			return rec, created, err
+		},
+		refused: func(err error, p captureParamsOf) (int, apiError, bool) { return intentRefused(err, p.intentID) },
+		write: func(w http.ResponseWriter, rec captureRec, status int, replayed bool) {
+			writeIntent(w, rec.intent, status, replayed)
+		},
+		event: func(rec captureRec) (string, WebhookData) {
+			return EventChargeSucceeded, WebhookData{ObjectID: rec.intentID, IdempotencyKey: rec.key, OrderID: rec.intent.OrderID,
+				Amount: rec.amount, Currency: rec.intent.Currency}
 		},
 	}
 }

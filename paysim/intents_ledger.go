@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/orderly/orderly/internal/sqlitefile"
 	"github.com/orderly/orderly/paysim/paysimwire"
@@ -19,20 +20,36 @@ var (
 	// operation: confirming or refunding nothing received, confirming a
 	// canceled or succeeded intent, cancelling one that received money.
 	ErrIntentState = errors.New("paysim: the payment intent's status forbids this")
+	// ErrCaptureTooLarge is returned when a capture asks for more than the
+	// intent authorized.
+	ErrCaptureTooLarge = errors.New("paysim: the capture is above the authorized amount")
 )
+
+// DefaultAuthorizationWindow is how long an authorization of a manual
+// intent lasts before it expires uncaptured (the intent then reads as
+// canceled): 7 days, Stripe's window for online card payments
+// (docs.stripe.com/payments/place-a-hold-on-a-payment-method).
+const DefaultAuthorizationWindow = 7 * 24 * time.Hour
 
 func scanIntent(row scanner) (Intent, error) {
 	var in Intent
 	var created int64
 	var canceled, captured bool
 	var code, msg sql.NullString
+	var captureBefore sql.NullInt64
 	err := row.Scan(&in.ID, &in.IdempotencyKey, &in.OrderID, &in.Reference, &in.Amount, &in.Currency, &created,
-		&canceled, &in.AmountReceived, &in.AmountRefunded, &captured, &code, &msg)
+		&canceled, &in.AmountReceived, &in.AmountRefunded, &captured, &code, &msg, &in.CaptureMethod, &captureBefore)
 	in.CreatedAt = fromMicros(created)
 	switch {
 	case captured:
 		in.Status = paysimwire.IntentSucceeded
 	case canceled:
+		in.Status = paysimwire.IntentCanceled
+	case captureBefore.Valid && now().Before(fromMicros(captureBefore.Int64)):
+		in.Status = paysimwire.IntentRequiresCapture
+		cb := fromMicros(captureBefore.Int64)
+		in.CaptureBefore = &cb
+	case captureBefore.Valid: // expired uncaptured: released, as Stripe cancels it
 		in.Status = paysimwire.IntentCanceled
 	default:
 		in.Status = paysimwire.IntentRequiresPaymentMethod
@@ -68,8 +85,12 @@ func (l *Ledger) IntentByReference(ctx context.Context, reference, orderID strin
 // in.IdempotencyKey in one statement. If the key already holds an intent,
 // nothing is written and that intent is returned with created false.
 func (l *Ledger) CreateIntent(ctx context.Context, in Intent) (_ Intent, created bool, _ error) {
+	method := in.CaptureMethod
+	if method == "" {
+		method = paysimwire.CaptureAutomatic
+	}
 	res, err := l.db.ExecContext(ctx, insertIntent, in.ID, in.IdempotencyKey, in.OrderID, in.Reference, in.Amount,
-		in.Currency, micros(in.CreatedAt))
+		in.Currency, micros(in.CreatedAt), method)
 	if n, err := affected(res, err); err != nil {
 		return Intent{}, false, translate(err)
 	} else if n == 1 {
@@ -84,13 +105,16 @@ func (l *Ledger) CreateIntent(ctx context.Context, in Intent) (_ Intent, created
 // intent c.PaymentIntent under c.IdempotencyKey, in one BEGIN IMMEDIATE
 // transaction: OrderID, Amount and Currency are taken from the intent. If
 // the key already holds a charge, nothing is written and that charge is
-// returned with created false. Errors: ErrIntentNotFound, ErrIntentState
-// (the intent is canceled or has its capture already: money never moves
-// twice for one intent).
-func (l *Ledger) CreateConfirm(ctx context.Context, c Charge) (_ Charge, created bool, _ error) {
+// returned with created false. An approved confirm of a manual intent is
+// recorded as an authorization instead (c comes back with Status
+// ChargeAuthorized), held until window from now, and no charge is written.
+// Errors: ErrIntentNotFound, ErrIntentState (the intent is canceled,
+// authorized or has its capture already: money never moves twice for one
+// intent).
+func (l *Ledger) CreateConfirm(ctx context.Context, c Charge, window time.Duration) (_ Charge, created bool, _ error) {
 	var out Charge
 	err := sqlitefile.InTx(ctx, l.db, func(tx *sql.Tx) error {
-		held, err := scanCharge(tx.QueryRowContext(ctx, selectCharge, c.IdempotencyKey))
+		held, err := confirmOutcome(ctx, tx, c.IdempotencyKey)
 		if err == nil {
 			out = held
 			return nil
@@ -107,6 +131,15 @@ func (l *Ledger) CreateConfirm(ctx context.Context, c Charge) (_ Charge, created
 			return fmt.Errorf("%w: cannot confirm intent %s in status %s", ErrIntentState, in.ID, in.Status)
 		}
 		c.OrderID, c.Amount, c.Currency = in.OrderID, in.Amount, in.Currency
+		if in.CaptureMethod == paysimwire.CaptureManual && c.Status != ChargeFailed {
+			c.Status = ChargeAuthorized
+			if _, err := tx.ExecContext(ctx, insertAuthorization, c.IdempotencyKey, c.ID, c.PaymentIntent, c.PaymentMethod,
+				micros(c.CreatedAt.Add(window)), micros(c.CreatedAt)); err != nil {
+				return err
+			}
+			created, out = true, c
+			return nil
+		}
 		if _, err := tx.ExecContext(ctx, insertCharge, c.IdempotencyKey, c.ID, c.OrderID, c.Amount, c.Currency,
 			c.PaymentMethod, string(c.Status), nullable(c.FailureCode), nullable(c.FailureMessage), micros(c.CreatedAt),
 			c.PaymentIntent); err != nil {
@@ -116,6 +149,80 @@ func (l *Ledger) CreateConfirm(ctx context.Context, c Charge) (_ Charge, created
 		return nil
 	})
 	return out, created, translate(err)
+}
+
+// confirmOutcome returns the outcome held under a confirm key: its charge
+// (a capture or a decline) or its authorization, or sql.ErrNoRows.
+func confirmOutcome(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, key string) (Charge, error) {
+	held, err := scanCharge(q.QueryRowContext(ctx, selectCharge, key))
+	if !errors.Is(err, sql.ErrNoRows) {
+		return held, err
+	}
+	var c Charge
+	var created int64
+	err = q.QueryRowContext(ctx, selectAuthorization, key).Scan(&c.IdempotencyKey, &c.ID, &c.OrderID, &c.Amount, &c.Currency,
+		&c.PaymentMethod, &created, &c.PaymentIntent)
+	c.Status, c.CreatedAt = ChargeAuthorized, fromMicros(created)
+	return c, err
+}
+
+// Confirm returns the outcome held under confirm key key: a charge or an
+// authorization, or ErrNotFound.
+func (l *Ledger) Confirm(ctx context.Context, key string) (Charge, error) {
+	c, err := confirmOutcome(ctx, l.db, key)
+	return c, translate(err)
+}
+
+// CaptureIntent captures amount minor units of the authorization of intent
+// id under key in one BEGIN IMMEDIATE transaction: it writes the intent's
+// one charge (status captured, of amount; the rest of the authorization is
+// released) and the capture's row, and returns the intent. If the key
+// holds a capture already, nothing is written and that capture's intent
+// and amount are returned with created false. Errors: ErrIntentNotFound,
+// ErrIntentState (not in requires_capture: never confirmed, captured,
+// canceled or expired), ErrCaptureTooLarge.
+func (l *Ledger) CaptureIntent(ctx context.Context, key, id string, amount int64) (_ Intent, heldAmount int64, created bool, _ error) {
+	var out Intent
+	err := sqlitefile.InTx(ctx, l.db, func(tx *sql.Tx) error {
+		var heldID string
+		err := tx.QueryRowContext(ctx, selectCaptureByKey, key).Scan(&heldID, &heldAmount)
+		if err == nil {
+			out, err = scanIntent(tx.QueryRowContext(ctx, selectIntent, heldID))
+			return err
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		in, err := scanIntent(tx.QueryRowContext(ctx, selectIntent, id))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return ErrIntentNotFound
+		case err != nil:
+			return err
+		case in.Status != paysimwire.IntentRequiresCapture:
+			return fmt.Errorf("%w: cannot capture intent %s in status %s", ErrIntentState, in.ID, in.Status)
+		case amount > in.Amount:
+			return fmt.Errorf("%w: capture of %d, intent %s authorized %d", ErrCaptureTooLarge, amount, in.ID, in.Amount)
+		}
+		var method string
+		if err := tx.QueryRowContext(ctx, selectAuthMethod, id).Scan(&method); err != nil {
+			return err
+		}
+		at := now()
+		chargeKey := "capture:" + key
+		if _, err := tx.ExecContext(ctx, insertCharge, chargeKey, newID("ch_"), in.OrderID, amount, in.Currency, method,
+			string(ChargeCaptured), nil, nil, micros(at), id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, insertCapture, key, id, chargeKey, amount, micros(at)); err != nil {
+			return err
+		}
+		created, heldAmount = true, amount
+		out, err = scanIntent(tx.QueryRowContext(ctx, selectIntent, id))
+		return err
+	})
+	return out, heldAmount, created, translate(err)
 }
 
 // CancelIntent cancels intent id under key in one BEGIN IMMEDIATE

@@ -69,9 +69,11 @@ const (
 	(SELECT c.failure_code FROM charges c WHERE c.payment_intent = i.id AND c.status = 'failed'
 	 ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1),
 	(SELECT c.failure_message FROM charges c WHERE c.payment_intent = i.id AND c.status = 'failed'
-	 ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1)`
-	insertIntent = `INSERT INTO intents (id, idempotency_key, order_id, reference, amount, currency, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?)
+	 ORDER BY c.created_at DESC, c.rowid DESC LIMIT 1),
+	i.capture_method,
+	(SELECT a.capture_before FROM authorizations a WHERE a.payment_intent = i.id)`
+	insertIntent = `INSERT INTO intents (id, idempotency_key, order_id, reference, amount, currency, created_at, capture_method)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (idempotency_key) DO NOTHING`
 	selectIntent         = `SELECT ` + intentColumns + ` FROM intents i WHERE i.id = ?`
 	selectIntentByKey    = `SELECT ` + intentColumns + ` FROM intents i WHERE i.idempotency_key = ?`
@@ -81,4 +83,13 @@ const (
 	insertCancel         = `INSERT INTO cancels (idempotency_key, payment_intent, created_at) VALUES (?, ?, ?)`
 	selectCancelIntentID = `SELECT payment_intent FROM cancels WHERE idempotency_key = ?`
 	capturedChargeKey    = `SELECT idempotency_key FROM charges WHERE payment_intent = ? AND status <> 'failed'`
+
+	authorizationColumns = `a.idempotency_key, a.id, i.order_id, i.amount, i.currency, a.payment_method, a.created_at, a.payment_intent`
+	selectAuthorization  = `SELECT ` + authorizationColumns + `
+	FROM authorizations a JOIN intents i ON i.id = a.payment_intent WHERE a.idempotency_key = ?`
+	insertAuthorization = `INSERT INTO authorizations (idempotency_key, id, payment_intent, payment_method, capture_before, created_at)
+	VALUES (?, ?, ?, ?, ?, ?)`
+	selectCaptureByKey = `SELECT payment_intent, amount FROM captures WHERE idempotency_key = ?`
+	insertCapture      = `INSERT INTO captures (idempotency_key, payment_intent, charge_key, amount, created_at) VALUES (?, ?, ?, ?, ?)`
+	selectAuthMethod   = `SELECT payment_method FROM authorizations WHERE payment_intent = ?`
 )

@@ -47,6 +47,10 @@ type Config struct {
 	// Webhooks configures the signed webhooks sent for every new charge,
 	// decline and refund (none when its URL is empty).
 	Webhooks WebhookConfig
+	// AuthorizationWindow is how long an authorization of a manual-capture
+	// intent lasts before it expires uncaptured (DefaultAuthorizationWindow
+	// when zero).
+	AuthorizationWindow time.Duration
 }
 
 // Server is paysim's HTTP API over a Ledger; see the package documentation
@@ -101,7 +105,12 @@ func NewServer(l *Ledger, c Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/payment_intents", post(s, prepares))
 	s.mux.HandleFunc("GET /v1/payment_intents", s.findIntent)
 	s.mux.HandleFunc("GET /v1/payment_intents/{id}", s.getIntent)
-	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", post(s, confirmOp(l)))
+	window := c.AuthorizationWindow
+	if window <= 0 {
+		window = DefaultAuthorizationWindow
+	}
+	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", post(s, confirmOp(l, window)))
+	s.mux.HandleFunc("POST /v1/payment_intents/{id}/capture", post(s, captureOp()))
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", post(s, cancelOp()))
 	s.mux.HandleFunc("POST /v1/shipments", post(s, shipments))
 	s.mux.HandleFunc("GET /v1/shipments", s.getShipments(get(s, shipments)))

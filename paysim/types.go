@@ -80,6 +80,7 @@ type (
 	Intent         = paysimwire.Intent
 	IntentParams   = paysimwire.IntentParams
 	ConfirmParams  = paysimwire.ConfirmParams
+	CaptureParams  = paysimwire.CaptureParams
 	RefundList     = paysimwire.RefundList
 )
 
@@ -89,6 +90,7 @@ const (
 	ChargeCaptured     = paysimwire.ChargeCaptured
 	ChargeRefunded     = paysimwire.ChargeRefunded
 	ChargeFailed       = paysimwire.ChargeFailed
+	ChargeAuthorized   = paysimwire.ChargeAuthorized
 	ShipmentShipped    = paysimwire.ShipmentShipped
 	ShipmentOutOfStock = paysimwire.ShipmentOutOfStock
 )

@@ -73,6 +73,9 @@ type Config struct {
 	API string
 	// Stripe configures the Stripe mode.
 	Stripe stripesim.Config
+	// AuthorizationWindow is how long an authorization of a native
+	// manual-capture intent lasts uncaptured.
+	AuthorizationWindow time.Duration
 }
 
 // settings names paysim's flags in its errors with their environment
@@ -110,6 +113,8 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs.DurationVar(&c.Stripe.IdempotencyRetention, "stripe-idempotency-retention", stripesim.DefaultIdempotencyRetention, "with -api stripe: how long an idempotency key's saved answer is kept before the key starts a new request")
 	fs.Float64Var(&c.Stripe.Commit500Rate, "commit-500-rate", 0, "with -api stripe: fraction of new requests that commit, then save and answer a 500")
 	fs.Float64Var(&c.Stripe.LockTimeoutRate, "lock-timeout-rate", 0, "with -api stripe: fraction of new requests answered 429 lock_timeout (nothing saved)")
+	fs.DurationVar(&c.AuthorizationWindow, "authorization-window", paysim.DefaultAuthorizationWindow, "how long the authorization of a manual-capture intent lasts before it expires uncaptured (the intent reads canceled)")
+	fs.DurationVar(&c.Stripe.AuthorizationWindow, "stripe-authorization-window", stripesim.DefaultAuthorizationWindow, "with -api stripe: how long an uncaptured authorization lasts (the charge's capture_before) before the PaymentIntent is canceled (cancellation_reason automatic)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", paysim.DefaultMaxBodyBytes, "request body limit in bytes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take at shutdown")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -179,7 +184,8 @@ func Run(ctx context.Context, c Config, logOut io.Writer) (err error) {
 		return fmt.Errorf("-data-dir: %w", err)
 	}
 	defer ledger.Close()
-	native, err := paysim.NewServer(ledger, paysim.Config{Faults: c.Faults, Logger: log, MaxBodyBytes: c.MaxBodyBytes, Webhooks: c.Webhooks})
+	native, err := paysim.NewServer(ledger, paysim.Config{Faults: c.Faults, Logger: log, MaxBodyBytes: c.MaxBodyBytes, Webhooks: c.Webhooks,
+		AuthorizationWindow: c.AuthorizationWindow})
 	if err != nil {
 		return err
 	}

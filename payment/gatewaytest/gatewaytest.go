@@ -21,7 +21,15 @@
 //   - Refund is idempotent, never above what was received, and found again
 //     by FindRefund; Cancel cancels an unconfirmed intent, idempotently, and
 //     refuses one that received money;
-//   - Retrieve of an unknown id is payment.ErrNotFound.
+//   - Retrieve of an unknown id is payment.ErrNotFound;
+//   - authorize, then capture (docs.stripe.com/payments/place-a-hold-on-a-payment-method):
+//     Confirm of an intent prepared with payment.CaptureManual ends in
+//     requires_capture with nothing received; Capture receives the captured
+//     amount once, also under retries of its key and after a lost answer; a
+//     second Capture (another key) and a Capture above the authorization
+//     are final errors; a partial Capture receives only its amount and
+//     refunds are bounded by it; Cancel of an authorization voids it
+//     (nothing received) and a Capture afterwards is refused.
 //
 // Run it from an adapter's test with a Factory that returns a fresh
 // Subject (a Gateway with its test payment methods and optional fault
@@ -86,6 +94,11 @@ func Run(t *testing.T, newSubject Factory) {
 		{"FindRefundAfterALostRefund", testLostRefund},
 		{"CancelOfAnUnconfirmedIntent", testCancel},
 		{"RetrieveOfAnUnknownIntent", testRetrieveUnknown},
+		{"ManualConfirmAuthorizesAndMovesNoMoney", testManualConfirm},
+		{"CaptureMovesMoneyOnce", testCaptureOnce},
+		{"RetrieveShowsTheTruthAfterALostCapture", testLostCapture},
+		{"PartialCaptureThenRefund", testPartialCapture},
+		{"CancelOfAnAuthorizationVoidsIt", testVoid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,6 +166,16 @@ func wantFinal(t *testing.T, what string, err error) {
 	t.Helper()
 	if err == nil || payment.IsRetryable(err) || payment.IsUnknownOutcome(err) || errors.Is(err, payment.ErrDeclined) {
 		t.Fatalf("%s: err = %v, want a final error", what, err)
+	}
+}
+
+// wantCode fails unless err is a final *payment.ProviderError with code.
+func wantCode(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	wantFinal(t, what, err)
+	var pe *payment.ProviderError
+	if !errors.As(err, &pe) || pe.Code != code {
+		t.Fatalf("%s: err = %v, want a *payment.ProviderError with code %q", what, err, code)
 	}
 }
 
@@ -455,5 +478,149 @@ func testCancel(t *testing.T, s *suite) {
 func testRetrieveUnknown(t *testing.T, s *suite) {
 	if _, err := s.Gateway.Retrieve(t.Context(), "pi_gatewaytest_never_"+s.run); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("Retrieve of an unknown id: %v, want ErrNotFound", err)
+	}
+}
+
+// authorized returns a fresh intent of amount prepared with
+// payment.CaptureManual and confirmed: authorized, nothing received.
+func (s *suite) authorized(t *testing.T, amount int64) payment.Intent {
+	t.Helper()
+	ref := s.ref()
+	in, err := s.Gateway.Prepare(t.Context(), payment.PrepareRequest{IdempotencyKey: ref.Key + "/prepare", Reference: ref,
+		Amount: amount, Currency: s.Currency, CaptureMode: payment.CaptureManual})
+	if err != nil {
+		t.Fatalf("Prepare (manual capture): %v", err)
+	}
+	wantNoMoney(t, "after a manual Prepare", in)
+	got, err := s.Gateway.Confirm(t.Context(), s.confirmReq(in, ref.Key+"/confirm", s.MethodApproved))
+	if err != nil || got.ID != in.ID || got.Status != payment.IntentRequiresCapture || got.Amount != amount || got.CaptureMode != payment.CaptureManual {
+		t.Fatalf("Confirm (manual capture) = %+v, %v; want requires_capture of %d", got, err, amount)
+	}
+	wantNoMoney(t, "after a manual Confirm", got)
+	return got
+}
+
+func (s *suite) captureReq(in payment.Intent, key string, amount int64) payment.CaptureRequest {
+	return payment.CaptureRequest{IdempotencyKey: key, IntentID: in.ID, Amount: amount, Reference: in.Reference}
+}
+
+func testManualConfirm(t *testing.T, s *suite) {
+	in := s.authorized(t, 4200)
+	got := s.retrieve(t, in.ID)
+	wantNoMoney(t, "Retrieve of an authorization", got)
+	if got.Status != payment.IntentRequiresCapture || got.Amount != 4200 || got.CaptureMode != payment.CaptureManual {
+		t.Fatalf("Retrieve of an authorization = %+v, want requires_capture of 4200", got)
+	}
+	if !got.CaptureBefore.IsZero() && !got.CaptureBefore.After(got.CreatedAt) {
+		t.Fatalf("CaptureBefore %v is not after the intent's creation %v", got.CaptureBefore, got.CreatedAt)
+	}
+	// An automatic intent is never left waiting for a capture, and cannot be
+	// captured.
+	paid := s.paid(t, 4200)
+	if paid.CaptureMode != payment.CaptureAutomatic {
+		t.Fatalf("automatic intent's CaptureMode = %q, want %q", paid.CaptureMode, payment.CaptureAutomatic)
+	}
+	_, err := s.Gateway.Capture(t.Context(), s.captureReq(paid, paid.Reference.Key+"/capture", 4200))
+	wantFinal(t, "Capture of an automatic intent that received its money", err)
+	// Nor can an intent that was never confirmed.
+	ref := s.ref()
+	unconfirmed := s.prepare(t, ref, 4200)
+	_, err = s.Gateway.Capture(t.Context(), s.captureReq(unconfirmed, ref.Key+"/capture", 4200))
+	wantCode(t, "Capture of an unconfirmed intent", err, "payment_intent_unexpected_state")
+	wantNoMoney(t, "after a refused Capture", s.retrieve(t, unconfirmed.ID))
+}
+
+func testCaptureOnce(t *testing.T, s *suite) {
+	in := s.authorized(t, 4200)
+	req := s.captureReq(in, in.Reference.Key+"/capture", 4200)
+	a, err := s.Gateway.Capture(t.Context(), req)
+	if err != nil || a.ID != in.ID || a.Status != payment.IntentSucceeded || a.AmountReceived != 4200 {
+		t.Fatalf("Capture = %+v, %v; want succeeded with 4200 received", a, err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			b, err := s.Gateway.Capture(t.Context(), req)
+			if err == nil && (b.Status != payment.IntentSucceeded || b.AmountReceived != 4200) {
+				t.Errorf("repeated Capture = %+v, want the saved answer", b)
+			} else if err != nil && !payment.IsRetryable(err) {
+				t.Errorf("repeated Capture: %v, want the saved answer", err)
+			}
+		})
+	}
+	wg.Wait()
+	_, err = s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture-2", 4200))
+	wantCode(t, "a second Capture under another key", err, "payment_intent_unexpected_state")
+	if got := s.retrieve(t, in.ID); got.Status != payment.IntentSucceeded || got.AmountReceived != 4200 {
+		t.Fatalf("after the captures: %+v, want 4200 received once", got)
+	}
+}
+
+func testLostCapture(t *testing.T, s *suite) {
+	if s.LoseAnswers == nil {
+		t.Skip("the subject cannot lose answers")
+	}
+	in := s.authorized(t, 4200)
+	req := s.captureReq(in, in.Reference.Key+"/capture", 4200)
+	var err error
+	s.LoseAnswers(t, func() { _, err = s.Gateway.Capture(t.Context(), req) })
+	if !payment.IsUnknownOutcome(err) {
+		t.Fatalf("Capture with a lost answer: %v, want an unknown outcome", err)
+	}
+	if got := s.retrieve(t, in.ID); got.Status != payment.IntentSucceeded || got.AmountReceived != 4200 {
+		t.Fatalf("Retrieve after a lost Capture = %+v, want succeeded with 4200 received", got)
+	}
+	again, err := s.Gateway.Capture(t.Context(), req)
+	if err != nil || again.AmountReceived != 4200 {
+		t.Fatalf("Capture again under its key = %+v, %v; want the saved success", again, err)
+	}
+	if got := s.retrieve(t, in.ID); got.AmountReceived != 4200 {
+		t.Fatalf("after the repeat: %+v, want 4200 received once", got)
+	}
+}
+
+func testPartialCapture(t *testing.T, s *suite) {
+	in := s.authorized(t, 4200)
+	_, err := s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture-over", 4201))
+	wantCode(t, "Capture above the authorized amount", err, "amount_too_large")
+	wantNoMoney(t, "after a Capture above the authorization", s.retrieve(t, in.ID))
+	got, err := s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture", 3000))
+	if err != nil || got.Status != payment.IntentSucceeded || got.AmountReceived != 3000 || got.Amount != 4200 {
+		t.Fatalf("partial Capture = %+v, %v; want succeeded with 3000 of 4200 received", got, err)
+	}
+	// The rest was released: it can be neither captured nor refunded.
+	_, err = s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture-rest", 1200))
+	wantFinal(t, "Capture of the released rest", err)
+	rref := payment.Reference{OrderID: in.Reference.OrderID, Key: in.Reference.OrderID + "/refund"}
+	over := payment.RefundRequest{IdempotencyKey: rref.Key + "-over", IntentID: in.ID, Amount: 3001,
+		Reference: payment.Reference{OrderID: rref.OrderID, Key: rref.Key + "-over"}}
+	_, err = s.Gateway.Refund(t.Context(), over)
+	wantFinal(t, "Refund above the captured amount", err)
+	rf, err := s.Gateway.Refund(t.Context(), payment.RefundRequest{IdempotencyKey: rref.Key, IntentID: in.ID, Amount: 3000, Reference: rref})
+	if err != nil || rf.Amount != 3000 || rf.Status != payment.RefundSucceeded {
+		t.Fatalf("Refund of the captured amount = %+v, %v", rf, err)
+	}
+	if got := s.retrieve(t, in.ID); got.AmountReceived != 3000 || got.AmountRefunded != 3000 {
+		t.Fatalf("after the refund: %+v, want 3000 received and refunded", got)
+	}
+}
+
+func testVoid(t *testing.T, s *suite) {
+	in := s.authorized(t, 4200)
+	req := payment.CancelRequest{IdempotencyKey: in.Reference.OrderID + "/cancel", IntentID: in.ID}
+	a, err := s.Gateway.Cancel(t.Context(), req)
+	if err != nil || a.Status != payment.IntentCanceled {
+		t.Fatalf("Cancel of an authorization = %+v, %v; want canceled", a, err)
+	}
+	wantNoMoney(t, "after a void", a)
+	if b, err := s.Gateway.Cancel(t.Context(), req); err != nil || b.Status != payment.IntentCanceled {
+		t.Fatalf("repeated Cancel = %+v, %v; want canceled", b, err)
+	}
+	_, err = s.Gateway.Capture(t.Context(), s.captureReq(in, in.Reference.Key+"/capture", 4200))
+	wantCode(t, "Capture of a voided authorization", err, "payment_intent_unexpected_state")
+	got := s.retrieve(t, in.ID)
+	wantNoMoney(t, "after a Capture of a voided authorization", got)
+	if got.Status != payment.IntentCanceled {
+		t.Fatalf("Retrieve = %+v, want canceled", got)
 	}
 }

@@ -128,6 +128,16 @@ func TestRequestShapesAcceptedByStripeMock(t *testing.T) {
 	if _, err := gw.Cancel(ctx, payment.CancelRequest{IdempotencyKey: "ord_1/cancel", IntentID: in.ID}); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
+	// Authorize, then capture: capture_method=manual and amount_to_capture.
+	mref := payment.Reference{OrderID: "ord_2", Key: "ord_2/pay/1"}
+	auth, err := gw.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: "ord_2/pay/1/prepare", Reference: mref, Amount: 1250,
+		Currency: "EUR", CaptureMode: payment.CaptureManual})
+	if err != nil {
+		t.Fatalf("Prepare (manual capture): %v", err)
+	}
+	if _, err := gw.Capture(ctx, payment.CaptureRequest{IdempotencyKey: "ord_2/capture", IntentID: auth.ID, Amount: 1000, Reference: mref}); err != nil {
+		t.Fatalf("Capture: %v", err)
+	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, s := range rec.seen {
@@ -135,7 +145,7 @@ func TestRequestShapesAcceptedByStripeMock(t *testing.T) {
 			t.Errorf("stripe-mock refused: %s", s)
 		}
 	}
-	if len(rec.seen) < 8 {
+	if len(rec.seen) < 10 {
 		t.Fatalf("only %d requests: %v", len(rec.seen), rec.seen)
 	}
 	t.Logf("stripe-mock accepted: %v", rec.seen)

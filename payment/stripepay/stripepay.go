@@ -186,6 +186,12 @@ func (g *Gateway) Prepare(ctx context.Context, req payment.PrepareRequest) (paym
 		Currency: stripe.String(strings.ToLower(req.Currency)),
 		Confirm:  stripe.Bool(false),
 	}
+	if req.CaptureMode.Manual() {
+		// Authorize only; Capture moves the money (docs.stripe.com/payments/
+		// place-a-hold-on-a-payment-method). Automatic sends nothing: Stripe's
+		// default (automatic_async) captures at confirm.
+		p.CaptureMethod = stripe.String(string(stripe.PaymentIntentCaptureMethodManual))
+	}
 	p.AddMetadata(MetaOrderID, req.Reference.OrderID)
 	p.AddMetadata(MetaReference, req.Reference.Key)
 	p.SetIdempotencyKey(req.IdempotencyKey)
@@ -216,8 +222,9 @@ func (g *Gateway) Prepare(ctx context.Context, req payment.PrepareRequest) (paym
 const DeclineAmountTooSmall = "amount_too_small"
 
 // Confirm implements payment.Gateway: POST /v1/payment_intents/{id}/confirm
-// with payment_method, under req.IdempotencyKey. A decline is a
-// *payment.DeclineError.
+// with payment_method and expand[]=latest_charge (for CaptureBefore of a
+// manual capture's authorization and AmountRefunded), under
+// req.IdempotencyKey. A decline is a *payment.DeclineError.
 func (g *Gateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (payment.Intent, error) {
 	if err := req.Validate(); err != nil {
 		return payment.Intent{}, err
@@ -226,6 +233,7 @@ func (g *Gateway) Confirm(ctx context.Context, req payment.ConfirmRequest) (paym
 	if req.PaymentMethod != "" {
 		p.PaymentMethod = stripe.String(req.PaymentMethod)
 	}
+	p.AddExpand("latest_charge")
 	p.SetIdempotencyKey(req.IdempotencyKey)
 	pi, err := g.sc.V1PaymentIntents.Confirm(ctx, req.IntentID, p)
 	if err != nil {
@@ -325,6 +333,27 @@ func matches(meta map[string]string, ref payment.Reference) bool {
 	return meta[MetaReference] == ref.Key && (ref.OrderID == "" || meta[MetaOrderID] == ref.OrderID)
 }
 
+// Capture implements payment.Gateway: POST /v1/payment_intents/{id}/capture
+// with amount_to_capture = req.Amount and expand[]=latest_charge, under
+// req.IdempotencyKey (docs.stripe.com/api/payment_intents/capture). Stripe's
+// refusals are final *payment.ProviderErrors with its codes: 400
+// payment_intent_unexpected_state for an intent not in requires_capture
+// (captured already, canceled, expired), 400 amount_too_large for an
+// amount above amount_capturable.
+func (g *Gateway) Capture(ctx context.Context, req payment.CaptureRequest) (payment.Intent, error) {
+	if err := req.Validate(); err != nil {
+		return payment.Intent{}, err
+	}
+	p := &stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(req.Amount)}
+	p.AddExpand("latest_charge")
+	p.SetIdempotencyKey(req.IdempotencyKey)
+	pi, err := g.sc.V1PaymentIntents.Capture(ctx, req.IntentID, p)
+	if err != nil {
+		return payment.Intent{}, classify(ctx, err, true)
+	}
+	return intentOf(pi), nil
+}
+
 // Refund implements payment.Gateway: POST /v1/refunds with payment_intent,
 // amount and metadata, under req.IdempotencyKey.
 func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
@@ -395,8 +424,15 @@ func intentOf(pi *stripe.PaymentIntent) payment.Intent {
 			in.NextAction.RedirectURL, in.NextAction.ReturnURL = r.URL, r.ReturnURL
 		}
 	}
-	if pi.LatestCharge != nil {
-		in.AmountRefunded = pi.LatestCharge.AmountRefunded
+	in.CaptureMode = payment.CaptureAutomatic
+	if pi.CaptureMethod == stripe.PaymentIntentCaptureMethodManual {
+		in.CaptureMode = payment.CaptureManual
+	}
+	if ch := pi.LatestCharge; ch != nil {
+		in.AmountRefunded = ch.AmountRefunded
+		if d := ch.PaymentMethodDetails; in.Status == payment.IntentRequiresCapture && d != nil && d.Card != nil && d.Card.CaptureBefore > 0 {
+			in.CaptureBefore = time.Unix(d.Card.CaptureBefore, 0).UTC()
+		}
 	}
 	if e := pi.LastPaymentError; e != nil && in.Status == payment.IntentRequiresPaymentMethod {
 		in.LastDecline = declineOf(e)

@@ -17,7 +17,8 @@ import (
 // of issue 15): Prepare is POST /v1/payment_intents, Confirm POST
 // /v1/payment_intents/{id}/confirm, Retrieve GET /v1/payment_intents/{id},
 // Find GET /v1/payment_intents?reference=&order_id= (paysim's index never
-// lags), Refund POST /v1/refunds with payment_intent, FindRefund GET
+// lags), Capture POST /v1/payment_intents/{id}/capture, Refund POST
+// /v1/refunds with payment_intent, FindRefund GET
 // /v1/refunds?payment_intent=, Cancel POST /v1/payment_intents/{id}/cancel.
 // A Reference travels as order_id and reference (its Key), and every call
 // that changes something sends its idempotency key as Idempotency-Key.
@@ -27,6 +28,8 @@ import (
 //   - 2xx is success.
 //   - 402 is a decline: a *payment.DeclineError with the answer's
 //     error.code (payment.DeclineCardDeclined if it has none). Final.
+//   - 400 payment_intent_unexpected_state and 400 amount_too_large are
+//     final *payment.ProviderErrors with that Code.
 //   - 404 wraps payment.ErrNotFound (an unknown intent, or no intent or
 //     refund under a reference); 422 with error type "idempotency_error"
 //     is a final *payment.ProviderError wrapping
@@ -69,7 +72,14 @@ func NewIntents(baseURL string, opts ...Option) (*Intents, error) {
 func intent(in paysimwire.Intent) payment.Intent {
 	out := payment.Intent{ID: in.ID, Reference: payment.Reference{OrderID: in.OrderID, Key: in.Reference},
 		Amount: in.Amount, Currency: strings.ToUpper(in.Currency), Status: payment.IntentStatus(in.Status),
-		AmountReceived: in.AmountReceived, AmountRefunded: in.AmountRefunded, CreatedAt: in.CreatedAt.UTC()}
+		AmountReceived: in.AmountReceived, AmountRefunded: in.AmountRefunded, CreatedAt: in.CreatedAt.UTC(),
+		CaptureMode: payment.CaptureAutomatic}
+	if in.CaptureMethod == paysimwire.CaptureManual {
+		out.CaptureMode = payment.CaptureManual
+	}
+	if in.CaptureBefore != nil && out.Status == payment.IntentRequiresCapture {
+		out.CaptureBefore = in.CaptureBefore.UTC()
+	}
 	if in.LastDecline != nil {
 		out.LastDecline = &payment.DeclineError{Code: in.LastDecline.Code, Message: in.LastDecline.Message}
 	}
@@ -92,6 +102,7 @@ func (g *Intents) Prepare(ctx context.Context, req payment.PrepareRequest) (paym
 	var in paysimwire.Intent
 	err := g.c.Call(ctx, http.MethodPost, "/v1/payment_intents", req.IdempotencyKey, paysimwire.IntentParams{
 		OrderID: req.Reference.OrderID, Reference: req.Reference.Key, Amount: req.Amount, Currency: req.Currency,
+		CaptureMethod: captureMethod(req.CaptureMode),
 	}, &in)
 	if err != nil {
 		return payment.Intent{}, payments.translate(err, payment.ErrNotFound)
@@ -107,6 +118,33 @@ func (g *Intents) Confirm(ctx context.Context, req payment.ConfirmRequest) (paym
 	var in paysimwire.Intent
 	err := g.c.Call(ctx, http.MethodPost, "/v1/payment_intents/"+url.PathEscape(req.IntentID)+"/confirm", req.IdempotencyKey,
 		paysimwire.ConfirmParams{PaymentMethod: req.PaymentMethod}, &in)
+	if err != nil {
+		return payment.Intent{}, payments.translate(err, payment.ErrNotFound)
+	}
+	return intent(in), nil
+}
+
+// captureMethod is the wire's capture_method of m: omitted for automatic,
+// so that a request is the same as before manual capture existed.
+func captureMethod(m payment.CaptureMode) string {
+	if m.Manual() {
+		return paysimwire.CaptureManual
+	}
+	return ""
+}
+
+// Capture implements payment.Gateway: POST
+// /v1/payment_intents/{id}/capture with {"amount"} under
+// req.IdempotencyKey. paysim refuses an intent not in requires_capture
+// (400 payment_intent_unexpected_state) and an amount above the
+// authorization (400 amount_too_large), both final.
+func (g *Intents) Capture(ctx context.Context, req payment.CaptureRequest) (payment.Intent, error) {
+	if err := req.Validate(); err != nil {
+		return payment.Intent{}, err
+	}
+	var in paysimwire.Intent
+	err := g.c.Call(ctx, http.MethodPost, "/v1/payment_intents/"+url.PathEscape(req.IntentID)+"/capture", req.IdempotencyKey,
+		paysimwire.CaptureParams{Amount: req.Amount}, &in)
 	if err != nil {
 		return payment.Intent{}, payments.translate(err, payment.ErrNotFound)
 	}
@@ -185,6 +223,14 @@ func (g *Intents) Cancel(ctx context.Context, req payment.CancelRequest) (paymen
 	return intent(in), nil
 }
 
+// Error codes of paysim's 400 answers that the seam passes on as
+// *payment.ProviderError.Code (paysim.CodeIntentState,
+// paysim.CodeAmountTooLarge; Stripe's names).
+const (
+	codeIntentState    = "payment_intent_unexpected_state"
+	codeAmountTooLarge = "amount_too_large"
+)
+
 // payments is package payment's error vocabulary.
 var payments = vocabulary{
 	fail: func(retryable bool, cause error) error {
@@ -193,6 +239,12 @@ var payments = vocabulary{
 	unknownOutcome: payment.ErrUnknownOutcome,
 	keyReused:      payment.ErrIdempotencyKeyReused,
 	refusal: func(status int, b errorBody) error {
+		if status == http.StatusBadRequest && (b.Error.Code == codeIntentState || b.Error.Code == codeAmountTooLarge) {
+			// A final refusal with Stripe's code, which the seam's Capture
+			// (and Cancel) name: the intent's status forbids it, or the
+			// capture is above the authorization.
+			return &payment.ProviderError{Code: b.Error.Code, Err: fmt.Errorf("paysim answered 400 %s: %s", b.Error.Code, b.Error.Message)}
+		}
 		if status != http.StatusPaymentRequired {
 			return nil
 		}

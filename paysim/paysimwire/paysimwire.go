@@ -55,6 +55,11 @@ const (
 	ChargeRefunded ChargeStatus = "refunded"
 	// ChargeFailed is a declined charge, remembered under its key.
 	ChargeFailed ChargeStatus = "failed"
+	// ChargeAuthorized is the outcome of a confirm of a manual-capture
+	// intent the issuer approved: money held, not moved. It is never a row
+	// of the ledger's charges (GET /admin/ledger lists none): the capture
+	// writes the charge.
+	ChargeAuthorized ChargeStatus = "authorized"
 )
 
 // ShipmentStatus is the status of a Shipment.
@@ -132,14 +137,17 @@ type RefundParams struct {
 
 // IntentStatus is the status of an Intent, by Stripe's names
 // (docs.stripe.com/payments/paymentintents/lifecycle); paysim uses
-// requires_payment_method, succeeded and canceled.
+// requires_payment_method, requires_capture, succeeded and canceled.
 type IntentStatus string
 
 // Intent statuses paysim gives.
 const (
 	IntentRequiresPaymentMethod IntentStatus = "requires_payment_method"
-	IntentSucceeded             IntentStatus = "succeeded"
-	IntentCanceled              IntentStatus = "canceled"
+	// IntentRequiresCapture: a manual intent confirmed and authorized, its
+	// money held until CaptureBefore.
+	IntentRequiresCapture IntentStatus = "requires_capture"
+	IntentSucceeded       IntentStatus = "succeeded"
+	IntentCanceled        IntentStatus = "canceled"
 )
 
 // Intent is a payment intent: the object that carries one payment, created
@@ -157,10 +165,15 @@ type Intent struct {
 	Amount         int64        `json:"amount"`
 	Currency       string       `json:"currency"`
 	Status         IntentStatus `json:"status"`
-	AmountReceived int64        `json:"amount_received"`
-	AmountRefunded int64        `json:"amount_refunded"`
-	LastDecline    *Decline     `json:"last_decline,omitempty"`
-	CreatedAt      time.Time    `json:"created_at"`
+	// CaptureMethod is CaptureAutomatic or CaptureManual.
+	CaptureMethod string `json:"capture_method"`
+	// CaptureBefore is when the authorization of a requires_capture intent
+	// expires (paysim then cancels the intent); nil otherwise.
+	CaptureBefore  *time.Time `json:"capture_before,omitempty"`
+	AmountReceived int64      `json:"amount_received"`
+	AmountRefunded int64      `json:"amount_refunded"`
+	LastDecline    *Decline   `json:"last_decline,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
 }
 
 // Decline is the last declined confirm of an Intent.
@@ -175,6 +188,23 @@ type IntentParams struct {
 	Reference string `json:"reference"`
 	Amount    int64  `json:"amount"`
 	Currency  string `json:"currency"`
+	// CaptureMethod is CaptureAutomatic (also when omitted) or
+	// CaptureManual: the confirm only authorizes, and POST
+	// /v1/payment_intents/{id}/capture moves the money.
+	CaptureMethod string `json:"capture_method,omitempty"`
+}
+
+// Capture methods of an intent (Stripe's capture_method).
+const (
+	CaptureAutomatic = "automatic"
+	CaptureManual    = "manual"
+)
+
+// CaptureParams is the body of POST /v1/payment_intents/{id}/capture: the
+// amount to capture in minor units, positive and at most the authorized
+// amount (Stripe: amount_to_capture); required, never defaulted.
+type CaptureParams struct {
+	Amount int64 `json:"amount"`
 }
 
 // ConfirmParams is the body of POST /v1/payment_intents/{id}/confirm.

@@ -26,6 +26,12 @@ import (
 //     idempotency key and replays it to a repeat with the same parameters;
 //     other parameters are a final *payment.ProviderError wrapping
 //     payment.ErrIdempotencyKeyReused;
+//   - an intent prepared with payment.CaptureManual only authorizes on
+//     Confirm (payment.IntentRequiresCapture, CaptureBefore =
+//     AuthorizationWindow after the confirm); Capture receives at most the
+//     authorized amount, once, releasing the rest; Cancel voids an
+//     authorization; an authorization past CaptureBefore is canceled by
+//     the gateway when next read or used, as Stripe does;
 //   - Refund never returns more than was received; Cancel refuses an intent
 //     that received money.
 //
@@ -38,6 +44,14 @@ type IntentGateway struct {
 	// retryable *payment.ProviderError wrapping ctx.Err(). Set it before
 	// first use.
 	Delay time.Duration
+	// AuthorizationWindow is how long an authorization (an intent in
+	// payment.IntentRequiresCapture) lasts before the gateway cancels it
+	// uncaptured; zero means DefaultAuthorizationWindow (7 days, Stripe's
+	// window for online card payments). Set it before first use.
+	AuthorizationWindow time.Duration
+	// Now, if set, is the gateway's clock (for tests of expiry); default
+	// time.Now. Set it before first use.
+	Now func() time.Time
 
 	mu       sync.Mutex
 	intents  map[string]*payment.Intent // by id
@@ -46,8 +60,39 @@ type IntentGateway struct {
 	refunds  map[string][]payment.Refund
 	received map[string]int64 // order id → minor units received, all intents
 	moves    map[string]int   // order id → confirms that received money
+	auths    map[string]int   // order id → confirms that authorized money
 	lose     int              // calls left whose answers are lost
 	calls    int              // Confirm calls received
+}
+
+// DefaultAuthorizationWindow is how long an authorization lasts when
+// IntentGateway.AuthorizationWindow is zero: 7 days, Stripe's window for
+// online card payments (docs.stripe.com/payments/place-a-hold-on-a-payment-method#auth-and-capture).
+const DefaultAuthorizationWindow = 7 * 24 * time.Hour
+
+func (g *IntentGateway) now() time.Time {
+	if g.Now != nil {
+		return g.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// expire cancels intent in if it is an authorization past its
+// CaptureBefore, as the provider does (cancellation reason "automatic" at
+// Stripe). g.mu is held.
+func (g *IntentGateway) expire(in *payment.Intent) {
+	if in.Status == payment.IntentRequiresCapture && !in.CaptureBefore.IsZero() && !g.now().Before(in.CaptureBefore) {
+		in.Status, in.CaptureBefore = payment.IntentCanceled, time.Time{}
+	}
+}
+
+// Authorizations returns how many confirms of orderID's intents authorized
+// money for a later capture (an authorization is not a capture: Captures
+// does not count it until it is captured).
+func (g *IntentGateway) Authorizations(orderID string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.auths[orderID]
 }
 
 // savedAnswer is the remembered answer of one idempotency key: the request
@@ -70,11 +115,12 @@ func NewIntentGateway() *IntentGateway {
 		refunds:  make(map[string][]payment.Refund),
 		received: make(map[string]int64),
 		moves:    make(map[string]int),
+		auths:    make(map[string]int),
 	}
 }
 
 // LoseAnswers makes the next n calls that change something (Prepare,
-// Confirm, Refund, Cancel) take effect and then return an error wrapping
+// Confirm, Capture, Refund, Cancel) take effect and then return an error wrapping
 // payment.ErrUnknownOutcome instead of their answer. A repeat of such a
 // call replays the saved answer.
 func (g *IntentGateway) LoseAnswers(n int) {
@@ -201,8 +247,12 @@ func (g *IntentGateway) Prepare(ctx context.Context, req payment.PrepareRequest)
 	if s, ok, err := g.replay("prepare", req.IdempotencyKey, req); ok {
 		return s.intent, err
 	}
+	mode := req.CaptureMode
+	if mode == "" {
+		mode = payment.CaptureAutomatic
+	}
 	in := &payment.Intent{ID: testmode.NewID("pi_"), Reference: req.Reference, Amount: req.Amount,
-		Currency: req.Currency, Status: payment.IntentRequiresPaymentMethod, CreatedAt: time.Now().UTC()}
+		Currency: req.Currency, Status: payment.IntentRequiresPaymentMethod, CaptureMode: mode, CreatedAt: g.now()}
 	g.intents[in.ID] = in
 	g.byRef[req.Reference.Key] = in.ID
 	s, err := g.answer(req.IdempotencyKey, savedAnswer{req: req, intent: *in})
@@ -228,9 +278,10 @@ func (g *IntentGateway) Confirm(ctx context.Context, req payment.ConfirmRequest)
 	if req.PaymentMethod == MethodProviderError {
 		return payment.Intent{}, &payment.ProviderError{Retryable: true, Err: errProviderUnavailable}
 	}
+	g.expire(in)
 	a := savedAnswer{req: req}
 	switch {
-	case in.Status.Final() || in.Status == payment.IntentProcessing:
+	case in.Status.Final() || in.Status == payment.IntentProcessing || in.Status == payment.IntentRequiresCapture:
 		a.err = unexpectedState(in, "confirm")
 	default:
 		if code, msg := testmode.Decline(req.PaymentMethod); code != "" {
@@ -256,8 +307,19 @@ func (g *IntentGateway) Confirm(ctx context.Context, req payment.ConfirmRequest)
 }
 
 // receive moves intent in to IntentSucceeded with its whole amount
-// received. g.mu is held.
+// received or, for a manual capture, to IntentRequiresCapture with it
+// authorized until AuthorizationWindow from now. g.mu is held.
 func (g *IntentGateway) receive(in *payment.Intent) {
+	if in.CaptureMode.Manual() {
+		window := g.AuthorizationWindow
+		if window <= 0 {
+			window = DefaultAuthorizationWindow
+		}
+		in.Status, in.LastDecline, in.NextAction = payment.IntentRequiresCapture, nil, nil
+		in.CaptureBefore = g.now().Add(window)
+		g.auths[in.Reference.OrderID]++
+		return
+	}
 	in.Status, in.LastDecline, in.NextAction, in.AmountReceived = payment.IntentSucceeded, nil, nil, in.Amount
 	g.received[in.Reference.OrderID] += in.Amount
 	g.moves[in.Reference.OrderID]++
@@ -314,6 +376,7 @@ func (g *IntentGateway) Retrieve(ctx context.Context, intentID string) (payment.
 	if !ok {
 		return payment.Intent{}, notFound("intent", intentID)
 	}
+	g.expire(in)
 	return *in, nil
 }
 
@@ -327,7 +390,39 @@ func (g *IntentGateway) Find(ctx context.Context, ref payment.Reference) (paymen
 	if !ok || g.intents[id].Reference != ref {
 		return payment.Intent{}, notFound("intent with reference", ref.String())
 	}
+	g.expire(g.intents[id])
 	return *g.intents[id], nil
+}
+
+// Capture implements payment.Gateway.
+func (g *IntentGateway) Capture(ctx context.Context, req payment.CaptureRequest) (payment.Intent, error) {
+	if err := g.begin(ctx, req.Validate); err != nil {
+		return payment.Intent{}, err
+	}
+	defer g.mu.Unlock()
+	if s, ok, err := g.replay("capture", req.IdempotencyKey, req); ok {
+		return s.intent, err
+	}
+	in, ok := g.intents[req.IntentID]
+	if !ok {
+		return payment.Intent{}, notFound("intent", req.IntentID)
+	}
+	g.expire(in)
+	a := savedAnswer{req: req}
+	switch {
+	case in.Status != payment.IntentRequiresCapture:
+		a.err = unexpectedState(in, "capture")
+	case req.Amount > in.Amount:
+		a.err = &payment.ProviderError{Code: "amount_too_large",
+			Err: fmt.Errorf("capture amount %d is above %d, what intent %s authorized", req.Amount, in.Amount, in.ID)}
+	default:
+		in.Status, in.AmountReceived, in.CaptureBefore = payment.IntentSucceeded, req.Amount, time.Time{}
+		g.received[in.Reference.OrderID] += req.Amount
+		g.moves[in.Reference.OrderID]++
+		a.intent = *in
+	}
+	s, err := g.answer(req.IdempotencyKey, a)
+	return s.intent, err
 }
 
 // Refund implements payment.Gateway.
@@ -388,13 +483,14 @@ func (g *IntentGateway) Cancel(ctx context.Context, req payment.CancelRequest) (
 	if !ok {
 		return payment.Intent{}, notFound("intent", req.IntentID)
 	}
+	g.expire(in)
 	a := savedAnswer{req: req}
 	switch in.Status {
 	case payment.IntentCanceled:
 	case payment.IntentSucceeded, payment.IntentProcessing:
 		a.err = unexpectedState(in, "cancel")
-	default:
-		in.Status, in.NextAction = payment.IntentCanceled, nil
+	default: // an authorization (requires_capture) is voided: nothing received
+		in.Status, in.NextAction, in.CaptureBefore = payment.IntentCanceled, nil, time.Time{}
 	}
 	if a.err == nil {
 		a.intent = *in

@@ -2,6 +2,7 @@ package simulator_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/payment/gatewaytest"
@@ -50,5 +51,39 @@ func TestIntentGatewayProviderErrorIsNotRemembered(t *testing.T) {
 	got, err := g.Confirm(ctx, req)
 	if err != nil || got.Status != payment.IntentSucceeded || got.AmountReceived != 500 || g.Captures("ord_1") != 1 {
 		t.Fatalf("same key, approved method = %+v, %v (%d captures); want succeeded, 500 received once", got, err, g.Captures("ord_1"))
+	}
+}
+
+// TestIntentGatewayAuthorizationExpires: an authorization left uncaptured
+// past AuthorizationWindow is canceled by the gateway, as Stripe cancels an
+// uncaptured PaymentIntent after its window; nothing was received and a
+// Capture afterwards is refused.
+func TestIntentGatewayAuthorizationExpires(t *testing.T) {
+	ctx := t.Context()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	g := simulator.NewIntentGateway()
+	g.AuthorizationWindow = time.Hour
+	g.Now = func() time.Time { return now }
+	ref := payment.Reference{OrderID: "ord_1", Key: "ord_1/pay/1"}
+	in, err := g.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: "ord_1/pay/1/prepare", Reference: ref, Amount: 500,
+		Currency: "EUR", CaptureMode: payment.CaptureManual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := g.Confirm(ctx, payment.ConfirmRequest{IdempotencyKey: "ord_1/pay/1/confirm", IntentID: in.ID,
+		PaymentMethod: testmode.MethodApproved, Reference: ref})
+	if err != nil || got.Status != payment.IntentRequiresCapture || !got.CaptureBefore.Equal(now.Add(time.Hour)) {
+		t.Fatalf("Confirm = %+v, %v; want requires_capture until %v", got, err, now.Add(time.Hour))
+	}
+	if g.Authorizations("ord_1") != 1 || g.Captures("ord_1") != 0 {
+		t.Fatalf("authorizations %d, captures %d; want 1 and 0", g.Authorizations("ord_1"), g.Captures("ord_1"))
+	}
+	now = now.Add(time.Hour)
+	if got, err := g.Retrieve(ctx, in.ID); err != nil || got.Status != payment.IntentCanceled || got.AmountReceived != 0 {
+		t.Fatalf("Retrieve past the window = %+v, %v; want canceled with nothing received", got, err)
+	}
+	_, err = g.Capture(ctx, payment.CaptureRequest{IdempotencyKey: "ord_1/capture", IntentID: in.ID, Amount: 500, Reference: ref})
+	if err == nil || payment.IsRetryable(err) || g.Captures("ord_1") != 0 || g.Received("ord_1") != 0 {
+		t.Fatalf("Capture of an expired authorization: %v (captures %d); want a final error, nothing captured", err, g.Captures("ord_1"))
 	}
 }

@@ -19,13 +19,23 @@
 //	GET  /v1/payment_intents/{id}           expand[]=latest_charge → 200 | 404 resource_missing
 //	POST /v1/payment_intents/{id}/confirm   payment_method → 200 | 402 card_error (the intent back
 //	                                        in requires_payment_method, error.payment_intent set)
-//	POST /v1/payment_intents/{id}/capture   amount_to_capture (a requires_capture intent)
+//	POST /v1/payment_intents/{id}/capture   amount_to_capture (a requires_capture intent; at most
+//	                                        amount_capturable, else 400 amount_too_large; a partial
+//	                                        capture releases the rest)
 //	POST /v1/payment_intents/{id}/cancel    cancellation_reason
 //	GET  /v1/payment_intents                created[gte|gt|lte|lt], limit, starting_after → list (consistent)
 //	GET  /v1/payment_intents/search         query=metadata['k']:'v' [AND status:'s'] → search_result
 //	POST /v1/refunds                        payment_intent | charge, amount, metadata[k], reason
 //	GET  /v1/refunds                        payment_intent, charge, limit, starting_after → list
 //	GET  /v1/refunds/{id}
+//
+// Authorize, then capture (docs.stripe.com/payments/place-a-hold-on-a-payment-method):
+// a confirm of a capture_method=manual intent ends in requires_capture with
+// its charge's payment_method_details.card.capture_before set to the
+// confirm's time plus Config.AuthorizationWindow (7 days by default); a
+// cancel then voids it; once capture_before passes, the intent is canceled
+// (cancellation_reason automatic, payment_intent.canceled sent) by
+// Server.ExpireAuthorizations, which runs before every /v1/ request.
 //
 // A state a request cannot act on is a 400 payment_intent_unexpected_state
 // (docs.stripe.com/payments/paymentintents/lifecycle).

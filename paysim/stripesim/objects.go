@@ -44,6 +44,9 @@ type charge struct {
 	DeclineCode    string
 	FailureMessage string
 	CreatedAt      time.Time
+	// CaptureBefore is when an uncaptured authorization expires (zero:
+	// none).
+	CaptureBefore time.Time
 }
 
 // refund is a Refund as the ledger holds it.
@@ -64,7 +67,7 @@ const intentCols = `id, amount, currency, status, capture_method, payment_method
 	faults_fired, created_at`
 
 const chargeCols = `id, payment_intent, order_id, amount, amount_captured, amount_refunded, currency, payment_method,
-	status, captured, failure_code, decline_code, failure_message, created_at`
+	status, captured, failure_code, decline_code, failure_message, created_at, capture_before`
 
 const refundCols = `id, payment_intent, charge, amount, currency, status, reason, metadata, created_at`
 
@@ -99,8 +102,12 @@ func scanCharge(r scanner) (charge, error) {
 	var c charge
 	var order, code, decline, msg sql.NullString
 	var captured, created int64
+	var before sql.NullInt64
 	err := r.Scan(&c.ID, &c.PaymentIntent, &order, &c.Amount, &c.AmountCaptured, &c.AmountRefunded, &c.Currency,
-		&c.PaymentMethod, &c.Status, &captured, &code, &decline, &msg, &created)
+		&c.PaymentMethod, &c.Status, &captured, &code, &decline, &msg, &created, &before)
+	if before.Valid {
+		c.CaptureBefore = fromMicros(before.Int64)
+	}
 	c.OrderID, c.FailureCode, c.DeclineCode, c.FailureMessage = order.String, code.String, decline.String, msg.String
 	c.Captured, c.CreatedAt = captured == 1, fromMicros(created)
 	return c, err
@@ -164,6 +171,9 @@ type chargeJSON struct {
 	Refunded       bool    `json:"refunded"`
 	Status         string  `json:"status"`
 	Outcome        any     `json:"outcome"`
+	// PaymentMethodDetails carries card.capture_before of an uncaptured
+	// authorization; nil otherwise.
+	PaymentMethodDetails any `json:"payment_method_details,omitempty"`
 }
 
 type refundJSON struct {
@@ -238,6 +248,9 @@ func (c charge) json() chargeJSON {
 		outcome = map[string]any{"type": "issuer_declined", "network_status": "declined_by_network", "reason": strp(c.DeclineCode)}
 	}
 	out.Outcome = outcome
+	if !c.CaptureBefore.IsZero() && !c.Captured {
+		out.PaymentMethodDetails = map[string]any{"type": "card", "card": map[string]any{"capture_before": c.CaptureBefore.Unix()}}
+	}
 	return out
 }
 

@@ -287,6 +287,7 @@ func succeed(c *call, pi *intent, ch *charge) {
 	pi.LatestCharge, pi.LastPaymentError, pi.NextAction = ch.ID, nil, nil
 	if pi.CaptureMethod == "manual" {
 		pi.Status, pi.AmountCapturable = "requires_capture", pi.Amount
+		ch.CaptureBefore = c.now.Add(c.window)
 		c.emit("charge.succeeded", ch.json())
 		c.emit("payment_intent.amount_capturable_updated", pi.json(nil))
 		return
@@ -306,18 +307,20 @@ func expandedCharge(c *call, ch charge, field string) *charge {
 
 func insertCharge(c *call, ch charge) error {
 	_, err := c.tx.ExecContext(c.ctx, `INSERT INTO stripe_charges (id, payment_intent, order_id, amount, amount_captured,
-		amount_refunded, currency, payment_method, status, captured, failure_code, decline_code, failure_message, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, ch.ID, ch.PaymentIntent, nullable(ch.OrderID), ch.Amount,
+		amount_refunded, currency, payment_method, status, captured, failure_code, decline_code, failure_message, created_at,
+		capture_before)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, ch.ID, ch.PaymentIntent, nullable(ch.OrderID), ch.Amount,
 		ch.AmountCaptured, ch.AmountRefunded, ch.Currency, ch.PaymentMethod, ch.Status, boolInt(ch.Captured),
-		nullable(ch.FailureCode), nullable(ch.DeclineCode), nullable(ch.FailureMessage), micros(ch.CreatedAt))
+		nullable(ch.FailureCode), nullable(ch.DeclineCode), nullable(ch.FailureMessage), micros(ch.CreatedAt),
+		nullTime(ch.CaptureBefore))
 	return err
 }
 
 func updateCharge(c *call, ch charge) error {
 	_, err := c.tx.ExecContext(c.ctx, `UPDATE stripe_charges SET amount_captured = ?, amount_refunded = ?, status = ?,
-		captured = ?, failure_code = ?, decline_code = ?, failure_message = ? WHERE id = ?`, ch.AmountCaptured,
+		captured = ?, failure_code = ?, decline_code = ?, failure_message = ?, capture_before = ? WHERE id = ?`, ch.AmountCaptured,
 		ch.AmountRefunded, ch.Status, boolInt(ch.Captured), nullable(ch.FailureCode), nullable(ch.DeclineCode),
-		nullable(ch.FailureMessage), ch.ID)
+		nullable(ch.FailureMessage), nullTime(ch.CaptureBefore), ch.ID)
 	return err
 }
 
@@ -361,7 +364,12 @@ func (s *Server) captureIntent(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	ch.Captured, ch.AmountCaptured = true, amt
+	if !ch.CaptureBefore.IsZero() && !c.now.Before(ch.CaptureBefore) {
+		// Expired, though not swept yet: Stripe has released it.
+		return 0, nil, unexpectedState(intent{ID: pi.ID, Status: "canceled", Amount: pi.Amount, Currency: pi.Currency,
+			Metadata: pi.Metadata}, "capture", " The authorization expired at its capture_before.")
+	}
+	ch.Captured, ch.AmountCaptured, ch.CaptureBefore = true, amt, time.Time{}
 	pi.Status, pi.AmountReceived, pi.AmountCapturable = "succeeded", amt, 0
 	if err := updateCharge(c, ch); err != nil {
 		return 0, nil, err
@@ -396,6 +404,7 @@ func (s *Server) cancelIntent(c *call) (int, any, error) {
 			ch.Status = "failed"
 			if pi.Status == "requires_capture" {
 				ch.Status = "succeeded" // an authorization released, never captured
+				ch.CaptureBefore = time.Time{}
 			}
 			if err := updateCharge(c, ch); err != nil {
 				return 0, nil, err
@@ -722,7 +731,7 @@ func (s *Server) adminComplete(kind methodKind) http.HandlerFunc {
 			invalid(w, "outcome", "outcome must be success or failure")
 			return
 		}
-		c := &call{ctx: r.Context(), r: r, form: url.Values{}, now: s.cfg.Now().UTC().Truncate(time.Microsecond)}
+		c := &call{ctx: r.Context(), r: r, form: url.Values{}, now: s.cfg.Now().UTC().Truncate(time.Microsecond), window: s.cfg.AuthorizationWindow}
 		var out piJSON
 		err := sqlitefile.InTx(r.Context(), s.db, func(tx *sql.Tx) error {
 			c.tx, c.events = tx, nil
@@ -805,6 +814,13 @@ func nullable(s string) any {
 		return nil
 	}
 	return s
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return micros(t)
 }
 
 func nullRaw(b json.RawMessage) any {

@@ -33,6 +33,11 @@ const (
 	// Stripe prunes keys once they are at least 24 hours old
 	// (docs.stripe.com/api/idempotent_requests).
 	DefaultIdempotencyRetention = 24 * time.Hour
+	// DefaultAuthorizationWindow is how long the authorization of a
+	// manual-capture PaymentIntent lasts before Stripe cancels it
+	// uncaptured: 7 days for online card payments
+	// (docs.stripe.com/payments/place-a-hold-on-a-payment-method#auth-and-capture).
+	DefaultAuthorizationWindow = 7 * 24 * time.Hour
 	// DefaultSearchLag is how long a new PaymentIntent stays invisible to
 	// search: "under normal operating conditions, data is searchable in
 	// under 1 minute" (docs.stripe.com/search#data-freshness).
@@ -65,6 +70,13 @@ type Config struct {
 	// SearchLag is how long a new PaymentIntent is invisible to search
 	// (DefaultSearchLag when zero; negative means none).
 	SearchLag time.Duration
+	// AuthorizationWindow is how long an uncaptured authorization lasts
+	// (DefaultAuthorizationWindow when zero): its charge's
+	// payment_method_details.card.capture_before is the confirm's time plus
+	// the window, and once that passes the PaymentIntent is canceled with
+	// cancellation_reason "automatic", its charge released, and
+	// payment_intent.canceled is sent, as Stripe does.
+	AuthorizationWindow time.Duration
 	// Webhooks configures Stripe-signed event delivery.
 	Webhooks WebhookConfig
 	// Logger receives fault and error lines; nil discards.
@@ -118,6 +130,9 @@ func New(ctx context.Context, ledger *paysim.Ledger, native *paysim.Server, c Co
 	if c.SearchLag == 0 {
 		c.SearchLag = DefaultSearchLag
 	}
+	if c.AuthorizationWindow <= 0 {
+		c.AuthorizationWindow = DefaultAuthorizationWindow
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -166,8 +181,73 @@ func New(ctx context.Context, ledger *paysim.Ledger, native *paysim.Server, c Co
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/v1/") {
 		s.requests.Add(1)
+		if err := s.ExpireAuthorizations(r.Context()); err != nil && r.Context().Err() == nil {
+			// The request is served anyway (a capture checks capture_before
+			// itself); the next request sweeps again.
+			s.log.Warn("stripesim: expiring authorizations", "err", err)
+		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// ExpireAuthorizations cancels every PaymentIntent in requires_capture
+// whose charge's capture_before has passed (by Config.Now), as Stripe
+// cancels an authorization left uncaptured past its window
+// (docs.stripe.com/payments/place-a-hold-on-a-payment-method): status
+// canceled, cancellation_reason "automatic", amount_capturable 0, nothing
+// received, and a payment_intent.canceled event each. It runs before every
+// /v1/ request, so a read never shows an expired authorization as
+// capturable (should it fail, the request is served and the failure
+// logged; a capture still refuses an authorization past capture_before);
+// it returns the first error.
+func (s *Server) ExpireAuthorizations(ctx context.Context) error {
+	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
+	var ids []string
+	rows, err := s.db.QueryContext(ctx, `SELECT payment_intent FROM stripe_charges
+		WHERE capture_before IS NOT NULL AND captured = 0 AND capture_before <= ?`, micros(now))
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil || len(ids) == 0 {
+		return err
+	}
+	c := &call{ctx: ctx, form: url.Values{}, now: now}
+	err = sqlitefile.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		c.tx, c.events = tx, nil
+		for _, id := range ids {
+			pi, err := loadIntent(c, id)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE stripe_charges SET capture_before = NULL WHERE payment_intent = ? AND captured = 0`, id); err != nil {
+				return err
+			}
+			if pi.Status != "requires_capture" {
+				continue
+			}
+			pi.Status, pi.CanceledAt, pi.CancellationReason, pi.AmountCapturable = "canceled", now, "automatic", 0
+			if err := saveIntent(c, pi); err != nil {
+				return err
+			}
+			c.emit("payment_intent.canceled", pi.json(nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, ev := range c.events {
+		s.hooks.emit(ev)
+	}
+	return nil
 }
 
 // StopDelays ends injected delays and pending webhook deliveries (call at
@@ -357,6 +437,9 @@ type call struct {
 	now    time.Time
 	key    string
 	events []event
+	// window is how long an authorization (a manual capture's confirmed
+	// charge) lasts: Config.AuthorizationWindow.
+	window time.Duration
 	// fault is set by an operation whose payment method triggers a one-shot
 	// fault (faultError and faultTimeout: the operation changed nothing but
 	// the fired mark).
@@ -532,7 +615,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, key string, for
 	}
 	var status int
 	var body []byte
-	c := &call{ctx: ctx, r: r, form: form, now: now, key: key, injectDecline: kind == faultDecline}
+	c := &call{ctx: ctx, r: r, form: form, now: now, key: key, injectDecline: kind == faultDecline, window: s.cfg.AuthorizationWindow}
 	err := sqlitefile.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		c.tx, c.events, c.fault, c.declined = tx, nil, faultNone, false
 		st, v, err := op(c)
