@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/orderly/orderly/event"
@@ -52,6 +54,26 @@ func (s *stripeStack) complete(t *testing.T, id, action, outcome string) {
 	}
 }
 
+// confirmDirectly confirms intent id at paysim's Stripe mode with method,
+// as a customer's browser holding its client secret would, and returns the
+// answer's status.
+func (s *stripeStack) confirmDirectly(t *testing.T, id, method string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.base+"/v1/payment_intents/"+id+"/confirm",
+		strings.NewReader(url.Values{"payment_method": {method}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("sk_test_orderly", "")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // TestStripeWebhookSettlesAPendingPayment: with the Stripe adapter against
 // paysim's Stripe mode, on both stores, a pay that needs 3-D Secure answers
 // 202 with the next action; once the customer authenticates, paysim's
@@ -96,6 +118,11 @@ func TestStripeWebhookSettlesAPendingPayment(t *testing.T) {
 			id := wantPending(t, s.pay(t, o, newKey(t), stripesim.Method3DS2Required), "requires_action")
 			s.complete(t, id, "authenticate", "failure")
 			s.postWant(t, s.tap.waitFor(t, "payment_intent.payment_failed", id), "applied", "already_settled")
+			// The declined intent is cancelled: its client secret no longer
+			// lets the customer confirm it with another card.
+			if st := s.confirmDirectly(t, id, stripesim.MethodVisa); st == http.StatusOK {
+				t.Fatalf("a confirm of the declined intent by the customer answered %d, want it refused", st)
+			}
 			bumped := get(t, s.env, testenv.KeyA, o.ID)
 			if bumped.State != order.Received || bumped.Version != o.Version+1 {
 				t.Fatalf("order after the failed authentication: %s v%d, want RCVD v%d", bumped.State, bumped.Version, o.Version+1)

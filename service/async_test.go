@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -369,6 +371,13 @@ func TestAsyncPaymentsWithStripeAdapter(t *testing.T) {
 			if _, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B")}, with(stripesim.Method3DS2Required)); apperr.ErrorCode(err) != apperr.EDeclined {
 				t.Fatalf("retry after failed authentication: %v, want EDeclined", err)
 			}
+			// The declined intent was cancelled: the customer, who holds
+			// its client secret, cannot confirm it again with another card
+			// (that money would be a second charge once the order is paid
+			// under its next version).
+			if st := confirmDirectly(t, ts.URL, p.IntentID, stripesim.MethodVisa); st == http.StatusOK || captures(o.ID) != 0 {
+				t.Fatalf("a confirm of the declined intent by the customer answered %d with %d captures; want it refused, none", st, captures(o.ID))
+			}
 			if res, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("B2")}, with(stripesim.MethodVisa)); err != nil || res.Order.State != order.Paid || captures(o.ID) != 1 {
 				t.Fatalf("pay with another method = %+v, %v; want PAID once", res, err)
 			}
@@ -547,6 +556,26 @@ func TestPendingPaymentRace(t *testing.T) {
 
 // stripeSim serves paysim's Stripe mode for t and returns it with the
 // Stripe adapter pointed at it.
+// confirmDirectly confirms intent id at paysim's Stripe mode base with
+// method, as a customer's browser holding its client secret would
+// (Stripe.js), and returns the answer's status.
+func confirmDirectly(t *testing.T, base, id, method string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/payment_intents/"+id+"/confirm",
+		strings.NewReader(url.Values{"payment_method": {method}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("sk_test_orderly", "")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func stripeSim(t *testing.T) (*httptest.Server, *stripepay.Gateway) {
 	t.Helper()
 	ctx := context.Background()

@@ -118,9 +118,30 @@ func (s *Service) TakeProviderEvent(ctx context.Context, ev payment.ProviderEven
 			return out, nil
 		}
 		s.cfg.Logger.Info("provider event taken in", "source", ev.Source, "type", string(ev.Type), "outcome", string(out))
+		if out == InboxApplied && ev.Type == payment.EventPaymentFailed && ev.IntentID != "" {
+			s.cancelDeclinedIntent(ctx, ev.IntentID)
+		}
 		return out, nil
 	}
 	return "", apperr.Errorf(apperr.EUnavailable, "the order is changing too fast; deliver the event again")
+}
+
+// cancelDeclinedIntent cancels intent id after a payment.failed event
+// declined its attempt (see declineIntent: a declined PaymentIntent stays
+// confirmable with its client secret). It runs after the event's
+// transaction, best effort: a cancel that fails is logged, and the intent
+// can then only take money the customer confirms anew, which a
+// payment.succeeded about an attempt already declined reports
+// (InboxAlreadySettled, logged as an error).
+func (s *Service) cancelDeclinedIntent(ctx context.Context, id string) {
+	a, err := s.store.GetAttemptByIntent(ctx, id)
+	if err != nil || a.Status != payment.AttemptDeclined {
+		return
+	}
+	if r := s.cancelIntent(ctx, a, id); r.class != declined {
+		s.cfg.Logger.Warn("could not cancel the intent of a declined payment; a later confirm by the customer could take money",
+			"order_id", a.OrderID, "provider_key", a.ProviderKey, "intent_id", id)
+	}
 }
 
 // MaxProviderEventIDLen bounds a provider event's source, id and provider
@@ -189,6 +210,13 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 		parked = nil
 	}
 	if s.settled(a).class != 0 && parked == nil {
+		if ev.Type == payment.EventPaymentSucceeded && a.Status == payment.AttemptDeclined && ev.Amount > 0 {
+			// Money on the intent of an attempt Orderly declined (and
+			// whose intent it cancels): a person must refund it.
+			s.cfg.Logger.Error("a provider reports money received on the intent of a declined payment; refund it",
+				"order_id", a.OrderID, "provider_key", a.ProviderKey, "intent_id", ev.IntentID, "amount", ev.Amount,
+				"currency", ev.Currency, "event_id", ev.EventID)
+		}
 		return InboxAlreadySettled, nil
 	}
 	o, err := tx.GetOrder(ctx, a.TenantID, a.OrderID)

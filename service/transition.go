@@ -678,7 +678,7 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a payment.
 		return s.classifyIntent(in, nil)
 	}
 	if in.LastDecline != nil {
-		return s.classifyIntent(payment.Intent{}, in.LastDecline)
+		return s.declineIntent(ctx, a, intentID, in.LastDecline)
 	}
 	if s.unresolved(a) {
 		// Nothing moved, but the customer asked long ago: never charge
@@ -777,6 +777,32 @@ func (s *Service) cancelIntent(ctx context.Context, a payment.Attempt, id string
 		}
 		return r
 	})
+}
+
+// declineIntent settles the read of intent id, which a decline sent back
+// to requires_payment_method (a failed 3-D Secure, a failed debit, a
+// declined confirm whose answer was lost), as decline — after cancelling
+// the intent. A declined PaymentIntent stays open at the provider, and its
+// client secret, handed out in a 202 for 3-D Secure, lets the customer
+// confirm it again with another card (docs.stripe.com/payments/
+// paymentintents/lifecycle); money landing there after the attempt is
+// declined and the order paid under its next version would be a second
+// charge. So: cancelled, the attempt is declined with the decline's code;
+// succeeded meanwhile, it is a success (the order is PAID by it); a cancel
+// that did not take leaves the attempt open (retryable or unknown), for
+// the retry or the completer to cancel again.
+func (s *Service) declineIntent(ctx context.Context, a payment.Attempt, id string, decline *payment.DeclineError) callResult {
+	r := s.cancelIntent(ctx, a, id)
+	switch r.class {
+	case declined:
+		return s.classifyIntent(payment.Intent{}, decline)
+	case succeeded:
+		return r
+	}
+	if r.err == nil {
+		r.err = s.unavailable("payment provider", errors.New("cancel of a declined intent did not take"))
+	}
+	return r
 }
 
 // expire ends the charge attempt a whose intent id still waits for the
