@@ -391,6 +391,15 @@ func TestAsyncPaymentsWithStripeAdapter(t *testing.T) {
 			}
 			o = newOrder()
 			p = pending(o, "D", stripesim.MethodUSBankAccount, payment.AttemptProcessing)
+			// Stripe cancels a processing debit only in rare cases, and
+			// paysim not at all: the cancel is a 409 order_busy and the
+			// order stays RCVD with its debit.
+			if _, err := svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("D-cancel")}); apperr.ErrorCode(err) != apperr.EOrderBusy {
+				t.Fatalf("cancel during a processing debit: %v, want EOrderBusy", err)
+			}
+			if in, err := gw.Retrieve(ctx, p.IntentID); err != nil || in.Status != payment.IntentProcessing {
+				t.Fatalf("PaymentIntent after the refused cancel = %+v, %v; want still processing", in, err)
+			}
 			admin(p.IntentID, "settle", "failure")
 			if _, err := svc.Pay(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("D")}, with(stripesim.MethodUSBankAccount)); apperr.ErrorCode(err) != apperr.EDeclined {
 				t.Fatalf("retry after a failed debit: %v, want EDeclined", err)

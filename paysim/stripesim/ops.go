@@ -390,22 +390,25 @@ func (s *Server) cancelIntent(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	switch pi.Status {
-	case "requires_payment_method", "requires_capture", "requires_confirmation", "requires_action", "processing":
+	case "requires_payment_method", "requires_capture", "requires_confirmation", "requires_action":
+	case "processing":
+		// Stripe cancels a processing PaymentIntent "in rare cases" only
+		// (docs.stripe.com/api/payment_intents/cancel); a bank debit that
+		// was submitted settles or fails, so paysim refuses, as Stripe does
+		// for the debits it simulates.
+		return 0, nil, unexpectedState(pi, "cancel", " This PaymentIntent is processing and can no longer be canceled; wait for it to succeed or fail.")
 	default:
-		return 0, nil, unexpectedState(pi, "cancel", " Only a PaymentIntent with one of the following statuses may be canceled: requires_payment_method, requires_capture, requires_confirmation, requires_action, processing.")
+		return 0, nil, unexpectedState(pi, "cancel", " Only a PaymentIntent with one of the following statuses may be canceled: requires_payment_method, requires_capture, requires_confirmation, requires_action, or, in rare cases, processing.")
 	}
 	reason := c.form.Get("cancellation_reason")
 	if !slices.Contains(cancellationReasons, reason) {
 		return 0, nil, answer(http.StatusBadRequest, stripeError{Type: typeInvalidRequest, Code: "parameter_invalid_string",
 			Param: "cancellation_reason", Message: "Invalid cancellation_reason: must be one of duplicate, fraudulent, requested_by_customer, or abandoned"})
 	}
-	if pi.Status == "processing" || pi.Status == "requires_capture" {
+	if pi.Status == "requires_capture" {
 		if ch, err := loadCharge(c, pi.LatestCharge); err == nil {
-			ch.Status = "failed"
-			if pi.Status == "requires_capture" {
-				ch.Status = "succeeded" // an authorization released, never captured
-				ch.CaptureBefore = time.Time{}
-			}
+			ch.Status = "succeeded" // an authorization released, never captured
+			ch.CaptureBefore = time.Time{}
 			if err := updateCharge(c, ch); err != nil {
 				return 0, nil, err
 			}
