@@ -537,10 +537,13 @@ func (s *Service) parked(ctx context.Context, o order.Order) *apperr.Error {
 // orderParked is the answer of any request on an order whose attempt a is
 // parked: distinct, final until an operator acts, with no Retry-After.
 func orderParked(a payment.Attempt) *apperr.Error {
-	return apperr.Errorf(apperr.ENeedsAttention, "order %s is blocked: the provider's answer to its %s (provider key %s) "+
-		"stayed unknown past the provider's key retention, so it is parked as needs_attention and nothing on the order "+
-		"runs until an operator resolves it (POST /operator/v1/attempts/recheck or /operator/v1/attempts/resolve with its provider_key); "+
-		"do not retry before then", a.OrderID, a.Kind, a.ProviderKey)
+	why := "the provider's answer to its %s (provider key %s) stayed unknown past the provider's key retention"
+	if a.ErrorCode == ErrorProviderEventMismatch {
+		why = "a provider event about its %s (provider key %s) did not match it (amount, currency, order or object)"
+	}
+	return apperr.Errorf(apperr.ENeedsAttention, "order %s is blocked: "+why+", so it is parked as needs_attention and nothing on the order "+
+		"runs until an operator resolves it or the provider's matching event settles it (POST /operator/v1/attempts/recheck or "+
+		"/operator/v1/attempts/resolve with its provider_key); do not retry before then", a.OrderID, a.Kind, a.ProviderKey)
 }
 
 // busyOrParked is the error of a request that found another attempt on o
