@@ -79,6 +79,10 @@ func (s *StripeConfig) check(c *Config) error {
 			s.WebhookSecrets = append(s.WebhookSecrets, w)
 		}
 	}
+	if strings.TrimSpace(s.hookSecret) != "" && len(s.WebhookSecrets) == 0 {
+		// Set, but only separators: a typo, not "no endpoint" (fail closed).
+		return errors.New("-stripe-webhook-secret (ORDERD_STRIPE_WEBHOOK_SECRET) is set but names no secret")
+	}
 	switch s.Provider {
 	case ProviderAuto:
 		s.Provider = ProviderSimulator
@@ -103,8 +107,15 @@ func (s *StripeConfig) check(c *Config) error {
 		return fmt.Errorf("-payment-provider (ORDERD_PAYMENT_PROVIDER) must be simulator, paysim or stripe, not %q", s.Provider)
 	}
 	if s.Provider != ProviderStripe {
-		if s.SecretKey != "" || len(s.WebhookSecrets) > 0 {
-			return errors.New("-stripe-secret-key and -stripe-webhook-secret are set but -payment-provider (ORDERD_PAYMENT_PROVIDER) is not stripe")
+		var set []string
+		if s.SecretKey != "" {
+			set = append(set, "-stripe-secret-key (ORDERD_STRIPE_SECRET_KEY)")
+		}
+		if len(s.WebhookSecrets) > 0 {
+			set = append(set, "-stripe-webhook-secret (ORDERD_STRIPE_WEBHOOK_SECRET)")
+		}
+		if len(set) > 0 {
+			return fmt.Errorf("%s set but -payment-provider (ORDERD_PAYMENT_PROVIDER) is not stripe", strings.Join(set, " and "))
 		}
 		return nil
 	}
