@@ -171,6 +171,12 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	case m == InboxUnmatched:
 		return InboxUnmatched, nil
 	}
+	if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
+		// A partial refund's event (issue 16) is not a cancel's: it never
+		// moves the order. Its request, or the completer (FindRefund),
+		// settles it with its totals and its order.refunded event.
+		return InboxIgnored, nil
+	}
 	if m == InboxMismatch || ev.Amount != a.Amount || ev.Currency != a.Currency || (ev.Reference.OrderID != "" && ev.Reference.OrderID != a.OrderID) {
 		// What the event says is not what Orderly asked for: it moves
 		// nothing. An open attempt is parked for a person; a settled one
