@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/service"
 )
 
@@ -129,6 +132,100 @@ func TestRacingPartialRefunds(t *testing.T) {
 		}
 		if got := f.refundedAtProvider(t, o); got != 1500 {
 			t.Fatalf("the provider refunded %d, want 1500", got)
+		}
+	})
+}
+
+// TestRefundOfFulfilledAndCancelOfRefunded: a FULFILLED order is refunded
+// in part (a return) and stays FULFILLED; a PAID order refunded in part and
+// then cancelled gets only the rest refunded (the provider refunded exactly
+// what was captured, once).
+func TestRefundOfFulfilledAndCancelOfRefunded(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		in := service.RefundInput{Amount: 400, Currency: "EUR", Reason: "one item returned"}
+
+		shipped := f.paidOrder(t)
+		if _, err := f.svc.Fulfill(ctx, service.Call{TenantID: "t1", OrderID: shipped.ID, Key: key("ship")}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: shipped.ID, Key: key("ret")}, in)
+		if err != nil || res.Totals.Refunded != 400 || res.Refund.Reason != in.Reason {
+			t.Fatalf("refund of a fulfilled order = %+v, %v", res, err)
+		}
+		if o, _ := f.st.GetOrder(ctx, "t1", shipped.ID); o.State != order.Fulfilled {
+			t.Fatalf("order %s after a return, want FULFILLED", o.State)
+		}
+
+		paid := f.paidOrder(t)
+		if _, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: paid.ID, Key: key("part")}, in); err != nil {
+			t.Fatal(err)
+		}
+		cres, err := f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: paid.ID, Key: key("cancel")})
+		if err != nil || cres.Order.State != order.Cancelled {
+			t.Fatalf("cancel of a partly refunded order = %+v, %v", cres, err)
+		}
+		if got := f.refundedAtProvider(t, paid); got != 1500 {
+			t.Fatalf("the provider refunded %d of 1500 in all, want 1500 (400, then the rest)", got)
+		}
+		if _, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: paid.ID, Key: key("late")}, in); apperr.ErrorCode(err) != apperr.EInvalidTransition {
+			t.Fatalf("a refund of a cancelled order = %v, want invalid_transition", err)
+		}
+	})
+}
+
+// lostRefund is the fixture's gateway whose next Refund takes effect and
+// loses its answer (an unknown outcome).
+type lostRefund struct {
+	*gateway
+	drop     atomic.Bool
+	lookLost atomic.Bool // the next FindRefund is lost too
+}
+
+func (g *lostRefund) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
+	rf, err := g.gateway.Refund(ctx, req)
+	if err == nil && g.drop.CompareAndSwap(true, false) {
+		return payment.Refund{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	}
+	return rf, err
+}
+
+// FindRefund fails once with the answer (the lookup is lost too), so the
+// outcome stays unknown past the request.
+func (g *lostRefund) FindRefund(ctx context.Context, id string, ref payment.Reference) (payment.Refund, error) {
+	if g.lookLost.CompareAndSwap(true, false) {
+		return payment.Refund{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	}
+	return g.gateway.FindRefund(ctx, id, ref)
+}
+
+// TestPartialRefundUnknownOutcomeResolvedOnce: the provider refunded but
+// the answer was lost; the retry with the same key asks (FindRefund by the
+// refund's reference) instead of refunding again: one refund at the
+// provider, one order.refunded, the totals counted once.
+func TestPartialRefundUnknownOutcomeResolvedOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &lostRefund{gateway: f.gw}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("lost")}
+		in := service.RefundInput{Amount: 600, Currency: "EUR"}
+		gw.drop.Store(true)
+		gw.lookLost.Store(true)
+		if _, err := svc.Refund(ctx, call, in); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("refund whose answer was lost = %v, want EUnavailable", err)
+		}
+		if got := f.refundedAtProvider(t, o); got != 600 {
+			t.Fatalf("the provider refunded %d, want 600", got)
+		}
+		res, err := svc.Refund(ctx, call, in)
+		if err != nil || res.Totals.Refunded != 600 || res.Totals.Reserved != 600 || res.Refund.Status != payment.AttemptSucceeded {
+			t.Fatalf("retry = %+v, %v; want the refund found, 600 refunded", res, err)
+		}
+		if got := f.refundedAtProvider(t, o); got != 600 {
+			t.Fatalf("after the retry the provider refunded %d, want 600 (once)", got)
 		}
 	})
 }
