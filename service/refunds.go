@@ -299,3 +299,28 @@ func (s *Service) paidChargeKey(ctx context.Context, o order.Order, version int6
 	}
 	return chargeKey(o.ID, version)
 }
+
+// withRefunds sets o's AmountCaptured and AmountRefunded (minor units): a
+// RCVD order, or one cancelled before it was paid, captured nothing; a
+// PAID or FULFILLED one captured its amount and refunded what its partial
+// refunds returned; one cancelled from PAID refunded all of it (the
+// cancel refunds what partial refunds left).
+func (s *Service) withRefunds(ctx context.Context, o *order.Order) error {
+	var captured, refunded int64
+	switch {
+	case o.PaidAt == nil:
+	case o.State == order.Cancelled:
+		captured, refunded = o.Amount, o.Amount
+	default:
+		captured = o.Amount
+		if rs, ok := s.store.(store.RefundStore); ok {
+			t, err := rs.RefundTotals(ctx, o.TenantID, o.ID)
+			if err != nil {
+				return err
+			}
+			refunded = t.Refunded
+		}
+	}
+	o.AmountCaptured, o.AmountRefunded = &captured, &refunded
+	return nil
+}
