@@ -171,9 +171,14 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 	case errors.Is(err, store.ErrAttemptInFlight):
 		_, err := s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, busy(o))
 		return keyed, err
-	case err != nil:
+	case errors.Is(err, store.ErrLeaseLost):
 		s.observeFencing(rec.Operation, err)
 		_, err := s.lost(err)
+		return keyed, err
+	case err != nil:
+		// Nothing was reserved or recorded (the transaction rolled back):
+		// a retry with the same key runs again.
+		_, err := s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, err)
 		return keyed, err
 	}
 	cr := s.settled(payment.Attempt{Kind: payment.AttemptRefund, Status: r.Status, ProviderRef: r.ProviderRef})

@@ -211,6 +211,12 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 			return err
 		}
 		t = cur
+		// The order's row first, as ReserveRefund locks it: the same
+		// lock order (key, order, totals) in both, so racing refunds
+		// wait for each other and never deadlock.
+		if err := e.db.exec(ctx, lockOrderForRefund, r.OrderID, r.TenantID); err != nil {
+			return translate(err)
+		}
 		u := f.Update
 		var amount int64
 		settled := false
