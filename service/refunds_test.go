@@ -229,3 +229,38 @@ func TestPartialRefundUnknownOutcomeResolvedOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestCompleterResolvesAPartialRefund: a partial refund whose answer and
+// lookup were both lost is left unknown; without any retry, the completer
+// takes the key over, finds the refund by its reference, settles it (one
+// refund at the provider, one order.refunded) and the key replays it.
+func TestCompleterResolvesAPartialRefund(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &lostRefund{gateway: f.gw}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("abandoned")}
+		in := service.RefundInput{Amount: 250, Currency: "EUR"}
+		gw.drop.Store(true)
+		gw.lookLost.Store(true)
+		if _, err := svc.Refund(ctx, call, in); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("refund whose answer was lost = %v, want EUnavailable", err)
+		}
+		if n, err := svc.RecoverAbandoned(ctx, 10); err != nil || n != 1 {
+			t.Fatalf("completer took %d keys, %v; want 1", n, err)
+		}
+		got, err := svc.Get(ctx, "t1", o.ID)
+		if err != nil || *got.AmountRefunded != 250 || *got.AmountCaptured != 1500 || got.Version != o.Version+1 {
+			t.Fatalf("order after the completer = %+v, %v; want 250 of 1500 refunded, one version on", got, err)
+		}
+		if n := f.refundedAtProvider(t, o); n != 250 {
+			t.Fatalf("the provider refunded %d, want 250 (once)", n)
+		}
+		res, err := svc.Refund(ctx, call, in)
+		if err != nil || !res.Replayed || res.Totals.Refunded != 250 {
+			t.Fatalf("the client's retry = %+v, %v; want the refund replayed", res, err)
+		}
+	})
+}
