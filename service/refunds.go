@@ -184,7 +184,11 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 	cr := s.settled(payment.Attempt{Kind: payment.AttemptRefund, Status: r.Status, ProviderRef: r.ProviderRef})
 	if cr.class == 0 {
 		cr = s.partialRefund(ctx, rec, r)
-		if r.Status == payment.AttemptUnknown && cr.class == retryable {
+		if (r.Status == payment.AttemptUnknown || !r.KeySentAt.IsZero()) && cr.class == retryable {
+			// It may have been sent before (an unknown outcome, a holder
+			// that crashed mid-call): a retryable answer now does not say
+			// that nothing happened, so the outcome stays unknown and the
+			// reservation stays; the retry or the completer asks again.
 			cr = callResult{class: unknown, err: cr.err}
 		}
 	}
