@@ -261,11 +261,11 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 
 // GetRefund implements store.RefundStore.
 func (s *Store) GetRefund(ctx context.Context, providerKey string) (store.Refund, store.RefundTotals, error) {
-	return s.executor.getRefund(ctx, providerKey)
+	return s.getRefund(ctx, providerKey)
 }
 
 // RefundTotals implements store.RefundStore.
 func (s *Store) RefundTotals(ctx context.Context, tenantID, orderID string) (store.RefundTotals, error) {
-	t, _, err := s.executor.totals(ctx, selectRefundTotals, orderID, tenantID)
+	t, _, err := s.totals(ctx, selectRefundTotals, orderID, tenantID)
 	return t, err
 }
