@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
@@ -82,6 +83,16 @@ func TestPartialRefunds(t *testing.T) {
 		if _, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("cur")},
 			service.RefundInput{Amount: 1, Currency: "USD"}); apperr.ErrorCode(err) != apperr.EMismatch {
 			t.Fatalf("a refund in another currency = %v, want mismatch", err)
+		}
+		// One order.refunded per succeeded refund, in the feed, with the
+		// amounts and the running total; replays and refusals wrote none.
+		evs := assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid, event.OrderRefunded, event.OrderRefunded, event.OrderRefunded)
+		for i, want := range []struct{ amount, refunded int64 }{{500, 500}, {700, 1200}, {300, 1500}} {
+			r := evs[2+i].Refund
+			if r == nil || r.Amount != want.amount || r.AmountRefunded != want.refunded || r.AmountCaptured != 1500 ||
+				r.Currency != "EUR" || r.ProviderRef == "" || evs[2+i].Order.State != order.Paid {
+				t.Fatalf("order.refunded %d = %+v (refund %+v), want %d refunded to %d of 1500", i, evs[2+i], r, want.amount, want.refunded)
+			}
 		}
 	})
 }
