@@ -275,3 +275,45 @@ func TestCompleterResolvesAPartialRefund(t *testing.T) {
 		}
 	})
 }
+
+// TestPartialRefundEventNeverCancels: a provider's refund.succeeded about a
+// partial refund whose outcome is still unknown (under its provider key,
+// or a lease-scoped resend of it) is ignored: it never cancels the order
+// (as a cancel's refund event would) nor settles the refund without its
+// totals; the client's retry then settles it once.
+func TestPartialRefundEventNeverCancels(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &lostRefund{gateway: f.gw}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		gw.drop.Store(true)
+		gw.lookLost.Store(true)
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("ev")}
+		in := service.RefundInput{Amount: 300, Currency: "EUR"}
+		if _, err := svc.Refund(ctx, call, in); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("refund with a lost answer = %v, want EUnavailable", err)
+		}
+		pk := o.ID + "/refunds/" + idempotency.HashKey("ev")[:16]
+		if a, err := f.st.GetAttempt(ctx, pk); err != nil || a.Status != payment.AttemptUnknown {
+			t.Fatalf("attempt %s = %+v, %v; want unknown", pk, a, err)
+		}
+		for i, k := range []string{pk, pk + "/ab12cd34.2"} {
+			out, err := f.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: fmt.Sprintf("evt_r%d", i),
+				Type: payment.EventRefundSucceeded, Reference: payment.Reference{OrderID: o.ID, Key: k}, Amount: 300, Currency: "EUR"})
+			if err != nil || out != service.InboxIgnored {
+				t.Fatalf("refund event under %s = %q, %v; want ignored", k, out, err)
+			}
+		}
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 0 {
+			t.Fatalf("order after the events = %+v, %v; want PAID, nothing counted yet", got, err)
+		}
+		if res, err := svc.Refund(ctx, call, in); err != nil || res.Totals.Refunded != 300 {
+			t.Fatalf("retry = %+v, %v; want 300 refunded", res, err)
+		}
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 300 {
+			t.Fatalf("order after the retry = %+v, %v; want PAID with 300 refunded", got, err)
+		}
+	})
+}
