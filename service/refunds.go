@@ -68,7 +68,9 @@ func isPartialRefundKey(k string) bool { return strings.Contains(k, "/refunds/")
 // is neither PAID nor FULFILLED), ERefundExceedsCaptured, ERefundRejected,
 // EOrderBusy (a shipment or the cancel's refund is in flight), EKeyReused,
 // EKeyExpired, EKeyInProgress, EUnavailable.
-func (s *Service) Refund(ctx context.Context, c Call, in RefundInput) (RefundResult, error) {
+func (s *Service) Refund(ctx context.Context, c Call, in RefundInput) (_ RefundResult, err error) {
+	ctx, end := s.obs.StartOperation(ctx, idempotency.OpRefund)
+	defer func() { end(err) }()
 	var fe []apperr.FieldError
 	if in.Amount <= 0 || in.Amount > order.MaxAmount {
 		fe = append(fe, apperr.FieldError{Field: "amount", Reason: "must be from 1 to 2^53-1 (minor currency units)"})
@@ -111,6 +113,9 @@ func (s *Service) Refund(ctx context.Context, c Call, in RefundInput) (RefundRes
 		}
 		res, err := s.held(ctx, key, store.Holder{Record: rec}, dbNow)
 		return RefundResult{Replayed: res.Replayed, KeyExpiresAt: res.KeyExpiresAt}, err
+	}
+	if !anonymous {
+		s.observeClaim(idempotency.OpRefund, rec)
 	}
 	if rec.ResourceID != c.OrderID {
 		return RefundResult{}, fmt.Errorf("lease on key for %s resumed for %s", rec.ResourceID, c.OrderID)
