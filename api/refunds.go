@@ -12,9 +12,10 @@ import (
 // refundBody is the answer to POST /v1/orders/{id}/refunds (issue 16): the
 // refund (ID, its provider key; Amount in minor units of Currency; Status
 // "succeeded"; ProviderRef, the provider's refund id) and its order's
-// totals after it, in minor units: AmountCaptured (what the charge
-// captured) and AmountRefunded (what the order's succeeded refunds
-// returned, this one included).
+// totals right after it, in minor units: AmountCaptured (what the charge
+// captured) and AmountRefunded (what the order's succeeded refunds had
+// returned once this one succeeded, this one included). A replay answers
+// the same body: later refunds do not change it.
 type refundBody struct {
 	ID             string    `json:"id"`
 	OrderID        string    `json:"order_id"`
@@ -61,5 +62,5 @@ func (s *server) refundOrder(w http.ResponseWriter, r *http.Request) {
 	rf := res.Refund
 	writeJSON(w, http.StatusOK, refundBody{ID: rf.ProviderKey, OrderID: rf.OrderID, Amount: rf.Amount, Currency: rf.Currency,
 		Reason: rf.Reason, Status: string(rf.Status), ProviderRef: rf.ProviderRef, CreatedAt: rf.CreatedAt,
-		AmountCaptured: res.Totals.Captured, AmountRefunded: res.Totals.Refunded})
+		AmountCaptured: res.Totals.Captured, AmountRefunded: rf.RefundedAfter})
 }

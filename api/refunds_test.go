@@ -75,3 +75,50 @@ func TestPartialRefundsOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestRacingPartialRefundsOverHTTP: 20 refunds of 150 (distinct keys)
+// released at once on an order that captured 2500: each ends 200 or 409
+// refund_exceeds_captured after retries of its own key on a busy answer;
+// exactly 16 succeed (2400 ≤ 2500), the provider refunded 16 times, and
+// every key replays its first final answer.
+func TestRacingPartialRefundsOverHTTP(t *testing.T) {
+	eachStore(t, func(t *testing.T, kind string) {
+		env := testenv.New(t, kind, testenv.Options{})
+		o := orderIn(t, env, order.Paid)
+		path := "/v1/orders/" + o.ID + "/refunds"
+		keys := make([]string, 20)
+		for i := range keys {
+			keys[i] = newKey(t)
+		}
+		body := map[string]any{"amount": 150, "currency": o.Currency}
+		final := func(r reply) bool {
+			return r.Status == http.StatusOK || (r.Problem != nil && strings.HasSuffix(r.Problem.Type, "/refund_exceeds_captured"))
+		}
+		replies := together(t, len(keys), func(i int) (reply, error) {
+			for {
+				r, err := send(env, call{Method: http.MethodPost, Path: path, APIKey: testenv.KeyA, IdemKey: keys[i], Body: body})
+				if err != nil || final(r) || (r.Status != http.StatusConflict && r.Status != http.StatusServiceUnavailable) {
+					return r, err
+				}
+			}
+		})
+		ok := 0
+		for i, r := range replies {
+			if !final(r) {
+				t.Fatalf("refund %d = %s", i, r)
+			}
+			if r.Status == http.StatusOK {
+				ok++
+			}
+			again := do(t, env, http.MethodPost, path, testenv.KeyA, keys[i], body)
+			wantReplayOf(t, again, r.Status)
+			if r.Status == http.StatusOK && decode[refund](t, again) != decode[refund](t, r) {
+				t.Fatalf("replay of refund %d = %s, first %s", i, again, r)
+			}
+		}
+		if got := get(t, env, testenv.KeyA, o.ID); ok != 16 || *got.AmountRefunded != 2400 || env.Gateway.Refunds(o.ID) != 16 {
+			t.Fatalf("%d refunds answered 200, order shows %d refunded, provider made %d; want 16, 2400, 16",
+				ok, *got.AmountRefunded, env.Gateway.Refunds(o.ID))
+		}
+	})
+}

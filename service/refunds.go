@@ -27,8 +27,9 @@ type RefundInput struct {
 }
 
 // RefundResult is the answer to a partial refund: the refund as stored
-// (its Status is payment.AttemptSucceeded for an answered refund), the
-// order's totals after it, and, as Result, whether it was a replay and
+// (its Status is payment.AttemptSucceeded for an answered refund, its
+// RefundedAfter the order's refunded total right after it), the order's
+// totals as they are now, and, as Result, whether it was a replay and
 // when its key expires.
 type RefundResult struct {
 	Refund       store.Refund

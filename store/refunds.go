@@ -41,6 +41,9 @@ type Refund struct {
 	// never), as payment.Attempt.KeySentAt.
 	KeySentAt time.Time
 	CreatedAt time.Time
+	// RefundedAfter is the order's refunded total right after this refund
+	// succeeded (0 until it has): what its answer and every replay show.
+	RefundedAfter int64
 }
 
 // RefundTotals are an order's refund totals in minor units of its

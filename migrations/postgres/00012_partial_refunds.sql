@@ -32,7 +32,10 @@ CREATE TABLE order_refunds (
     amount       bigint      NOT NULL CHECK (amount > 0),
     currency     text        NOT NULL,
     reason       text        NOT NULL DEFAULT '',
-    created_at   timestamptz NOT NULL
+    created_at   timestamptz NOT NULL,
+    -- the order's refunded total right after this refund succeeded (NULL
+    -- until it has): what the refund's answer and its replays show
+    refunded_after bigint
 );
 CREATE INDEX order_refunds_order_idx ON order_refunds (order_id, created_at);
 

@@ -106,7 +106,8 @@ CREATE TABLE order_refunds (
     amount       INTEGER NOT NULL CHECK (amount > 0),
     currency     TEXT    NOT NULL,
     reason       TEXT    NOT NULL DEFAULT '',
-    created_at   INTEGER NOT NULL
+    created_at   INTEGER NOT NULL,
+    refunded_after INTEGER
 ) STRICT;
 CREATE INDEX order_refunds_order_idx ON order_refunds (order_id, created_at);
 

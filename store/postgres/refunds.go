@@ -23,7 +23,7 @@ SELECT r.provider_key, r.tenant_id, r.order_id, r.amount, r.currency, r.reason, 
         AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
     COALESCE((SELECT c.intent_id FROM provider_attempts c WHERE c.order_id = r.order_id AND c.kind = 'charge'
         AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
-    COALESCE(t.captured, 0), COALESCE(t.reserved, 0), COALESCE(t.refunded, 0)
+    COALESCE(t.captured, 0), COALESCE(t.reserved, 0), COALESCE(t.refunded, 0), COALESCE(r.refunded_after, 0)
 FROM order_refunds r JOIN provider_attempts a ON a.provider_key = r.provider_key
 LEFT JOIN order_refund_totals t ON t.order_id = r.order_id
 WHERE r.provider_key = $1`
@@ -62,6 +62,8 @@ RETURNING captured, reserved, refunded`
 const releaseReserved = `UPDATE order_refund_totals SET reserved = reserved - $2 WHERE order_id = $1
 RETURNING captured, reserved, refunded`
 
+const setRefundedAfter = `UPDATE order_refunds SET refunded_after = $2 WHERE provider_key = $1`
+
 const bumpOrderVersion = `UPDATE orders SET version = version + 1 WHERE id = $1 AND tenant_id = $2 RETURNING ` + orderColumns
 
 func (e executor) getRefund(ctx context.Context, key string) (store.Refund, store.RefundTotals, error) {
@@ -73,7 +75,7 @@ func (e executor) getRefund(ctx context.Context, key string) (store.Refund, stor
 			var status string
 			var sent *time.Time
 			if err := rows.Scan(&r.ProviderKey, &r.TenantID, &r.OrderID, &r.Amount, &r.Currency, &r.Reason, &status,
-				&r.ProviderRef, &sent, &r.CreatedAt, &r.ChargeKey, &r.IntentID, &t.Captured, &t.Reserved, &t.Refunded); err != nil {
+				&r.ProviderRef, &sent, &r.CreatedAt, &r.ChargeKey, &r.IntentID, &t.Captured, &t.Reserved, &t.Refunded, &r.RefundedAfter); err != nil {
 				return err
 			}
 			r.Status = payment.AttemptStatus(status)
@@ -239,6 +241,9 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 		case payment.AttemptSucceeded:
 			if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
 				return err
+			}
+			if err := e.db.exec(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
+				return translate(err)
 			}
 			os, err := e.orders(ctx, bumpOrderVersion, r.OrderID, r.TenantID)
 			if err != nil {

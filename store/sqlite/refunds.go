@@ -21,7 +21,7 @@ SELECT r.provider_key, r.tenant_id, r.order_id, r.amount, r.currency, r.reason, 
         AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
     COALESCE((SELECT c.intent_id FROM provider_attempts c WHERE c.order_id = r.order_id AND c.kind = 'charge'
         AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
-    COALESCE(t.captured, 0), COALESCE(t.reserved, 0), COALESCE(t.refunded, 0)
+    COALESCE(t.captured, 0), COALESCE(t.reserved, 0), COALESCE(t.refunded, 0), COALESCE(r.refunded_after, 0)
 FROM order_refunds r JOIN provider_attempts a ON a.provider_key = r.provider_key
 LEFT JOIN order_refund_totals t ON t.order_id = r.order_id
 WHERE r.provider_key = ?1`
@@ -55,6 +55,8 @@ RETURNING captured, reserved, refunded`
 const releaseReserved = `UPDATE order_refund_totals SET reserved = reserved - ?2 WHERE order_id = ?1
 RETURNING captured, reserved, refunded`
 
+const setRefundedAfter = `UPDATE order_refunds SET refunded_after = ?2 WHERE provider_key = ?1`
+
 const bumpOrderVersion = `UPDATE orders SET version = version + 1 WHERE id = ?1 AND tenant_id = ?2 RETURNING ` + orderColumns
 
 func (e executor) getRefund(ctx context.Context, key string) (store.Refund, store.RefundTotals, error) {
@@ -64,7 +66,7 @@ func (e executor) getRefund(ctx context.Context, key string) (store.Refund, stor
 	var sent sql.NullInt64
 	var created int64
 	err := e.c.QueryRowContext(ctx, selectRefund, key).Scan(&r.ProviderKey, &r.TenantID, &r.OrderID, &r.Amount, &r.Currency,
-		&r.Reason, &status, &r.ProviderRef, &sent, &created, &r.ChargeKey, &r.IntentID, &t.Captured, &t.Reserved, &t.Refunded)
+		&r.Reason, &status, &r.ProviderRef, &sent, &created, &r.ChargeKey, &r.IntentID, &t.Captured, &t.Reserved, &t.Refunded, &r.RefundedAfter)
 	if err != nil {
 		return r, t, translate(err)
 	}
@@ -176,6 +178,9 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 		case payment.AttemptSucceeded:
 			if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
 				return err
+			}
+			if _, err := e.c.ExecContext(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
+				return translate(err)
 			}
 			o, err := scanOrder(e.c.QueryRowContext(ctx, bumpOrderVersion, r.OrderID, r.TenantID))
 			if err != nil {
