@@ -203,6 +203,7 @@ func (s *server) routes() http.Handler {
 		r.Post("/orders/{id}/pay", s.payOrder)
 		r.Post("/orders/{id}/fulfill", s.fulfillOrder)
 		r.Post("/orders/{id}/cancel", s.cancelOrder)
+		r.Post("/orders/{id}/refunds", s.refundOrder)
 		r.Get("/idempotency-keys/{key}", s.getKeyStatus)
 		r.Get("/attempts", s.listAttempts)
 		if cfg.Events != nil {

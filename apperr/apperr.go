@@ -31,6 +31,9 @@ const (
 	// ERefundRejected: the payment provider refused a refund for good (it
 	// knows no such charge); final (422).
 	ERefundRejected Code = "refund_rejected"
+	// ERefundExceedsCaptured: a partial refund would take the order's
+	// refunds (settled or in flight) above what was captured (issue 16).
+	ERefundExceedsCaptured Code = "refund_exceeds_captured"
 	// EKeyReused: an idempotency key was reused with a different request
 	// fingerprint (422, draft-ietf-httpapi-idempotency-key-header §2.7).
 	EKeyReused Code = "idempotency_key_reused"

@@ -30,6 +30,10 @@ const (
 	// OrderCancelled: the order was cancelled; Refunded says whether its
 	// charge was refunded first (a cancel from PAID).
 	OrderCancelled Type = "order.cancelled"
+	// OrderRefunded: a partial refund of the order succeeded at the
+	// provider (issue 16); Refund says how much, and the order's totals
+	// after it. The order's state does not change; its version does.
+	OrderRefunded Type = "order.refunded"
 	// OperatorAction: an operator acted through the operator API (package
 	// operator): Action says who did what, why, when and to what. It is
 	// the audit event, written in the transaction of the action's effect.
@@ -38,7 +42,7 @@ const (
 
 // Types lists every event type, the order's in lifecycle order, then the
 // audit event.
-var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled, OperatorAction}
+var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled, OrderRefunded, OperatorAction}
 
 // Valid reports whether t is one of Types.
 func (t Type) Valid() bool { return slices.Contains(Types, t) }
@@ -94,6 +98,28 @@ type Event struct {
 	Order order.Order `json:"order,omitzero"`
 	// Action is set on OperatorAction only: the audit record.
 	Action *Action `json:"action,omitempty"`
+	// Refund is set on OrderRefunded only.
+	Refund *Refund `json:"refund,omitempty"`
+}
+
+// Refund is what an OrderRefunded event reports: the refund (ID, the
+// provider's refund id ProviderRef; Amount in minor units of Currency) and
+// the order's totals after it (AmountCaptured, AmountRefunded, minor
+// units).
+type Refund struct {
+	ID             string `json:"id"`
+	ProviderRef    string `json:"provider_ref,omitempty"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	AmountCaptured int64  `json:"amount_captured"`
+	AmountRefunded int64  `json:"amount_refunded"`
+}
+
+// ForRefund is the OrderRefunded event of refund r of o, o as it is after
+// the refund (its version moved on by one: the event's sequence).
+func ForRefund(o order.Order, r Refund, now time.Time) Event {
+	return Event{ID: NewID(), Type: OrderRefunded, TenantID: o.TenantID, OrderID: o.ID, OrderVersion: o.Version,
+		Sequence: o.Version, CreatedAt: now.UTC().Truncate(time.Microsecond), Order: o, Refund: &r}
 }
 
 // ActionIDPrefix starts every operator action id.

@@ -100,6 +100,8 @@ const (
 	OpPay     Operation = "pay"
 	OpFulfill Operation = "fulfill"
 	OpCancel  Operation = "cancel"
+	// OpRefund: a partial refund, POST /v1/orders/{id}/refunds (issue 16).
+	OpRefund Operation = "refund"
 )
 
 // Record is the stored outcome of the first request that claimed a key,

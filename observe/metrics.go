@@ -120,7 +120,7 @@ func NewMetrics() *Metrics {
 // a scrape shows them before their first event and rates start from 0.
 func (m *Metrics) initSeries() {
 	for _, c := range m.keyEvents {
-		for _, op := range []idempotency.Operation{idempotency.OpCreate, idempotency.OpPay, idempotency.OpFulfill, idempotency.OpCancel} {
+		for _, op := range []idempotency.Operation{idempotency.OpCreate, idempotency.OpPay, idempotency.OpFulfill, idempotency.OpCancel, idempotency.OpRefund} {
 			c.WithLabelValues(string(op))
 		}
 	}

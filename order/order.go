@@ -53,6 +53,12 @@ type Order struct {
 	PaidAt      *time.Time `json:"paid_at"`
 	FulfilledAt *time.Time `json:"fulfilled_at"`
 	CancelledAt *time.Time `json:"cancelled_at"`
+	// AmountCaptured and AmountRefunded (minor units of Currency) are
+	// what the order's charge captured and what its refunds returned
+	// (issue 16: partial refunds, and a cancel's refund of the rest). Only
+	// GET /v1/orders/{id} sets them; elsewhere they are nil and omitted.
+	AmountCaptured *int64 `json:"amount_captured,omitempty"`
+	AmountRefunded *int64 `json:"amount_refunded,omitempty"`
 }
 
 // NewOrderInput is what a client sends to create an order.

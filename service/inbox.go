@@ -192,6 +192,12 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	case m == InboxUnmatched:
 		return InboxUnmatched, nil
 	}
+	if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
+		// A partial refund's event (issue 16) is not a cancel's: it never
+		// moves the order. Its request, or the completer (FindRefund),
+		// settles it with its totals and its order.refunded event.
+		return InboxIgnored, nil
+	}
 	if m == InboxMismatch || ev.Amount != a.Amount || ev.Currency != a.Currency || (ev.Reference.OrderID != "" && ev.Reference.OrderID != a.OrderID) {
 		// What the event says is not what Orderly asked for: it moves
 		// nothing. An open attempt is parked for a person; a settled one
@@ -363,13 +369,22 @@ func (s *Service) inboxTx(ctx context.Context, fn func(tx store.Executor) error)
 // provider keys of a charge attempt "<order id>/pay/<version>" are its
 // prepare and confirm keys "<attempt>/prepare", "<attempt>/confirm" and
 // their lease-scoped forms "<attempt>/confirm/<keyhash8>.<token>"; those
-// of a refund "<order id>/refund" are it and "<attempt>/<keyhash8>.<token>".
+// of a refund "<order id>/refund" are it and "<attempt>/<keyhash8>.<token>",
+// and those of a partial refund "<order id>/refunds/<keyhash16>" likewise.
 // A provider event (paysim's carries the request's key) is matched to the
 // attempt by it; any other key is returned unchanged.
 func attemptKeyOf(key string) string {
 	if i := strings.Index(key, "/pay/"); i >= 0 {
 		if j := strings.IndexByte(key[i+len("/pay/"):], '/'); j >= 0 {
 			return key[:i+len("/pay/")+j]
+		}
+		return key
+	}
+	if i := strings.Index(key, "/refunds/"); i >= 0 {
+		// A partial refund's "<order id>/refunds/<keyhash16>", resent
+		// as "…/<keyhash8>.<fencing token>" (issue 16).
+		if j := strings.IndexByte(key[i+len("/refunds/"):], '/'); j >= 0 {
+			return key[:i+len("/refunds/")+j]
 		}
 		return key
 	}

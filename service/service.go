@@ -285,6 +285,9 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (order.Order, er
 		return order.Order{}, notFound(store.ErrNotFound, id)
 	}
 	o, err := s.readOrder(ctx, tenantID, id)
+	if err == nil {
+		err = s.withRefunds(ctx, &o)
+	}
 	return o, notFound(err, id)
 }
 

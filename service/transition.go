@@ -1088,7 +1088,7 @@ func (s *Service) refundEffect() effect {
 			if o.State == order.Received {
 				version = o.Version
 			}
-			return s.refund(ctx, rec, a, chargeKey(o.ID, version), o.State != order.Received)
+			return s.refund(ctx, rec, a, s.paidChargeKey(ctx, o, version), o.State != order.Received)
 		},
 	}
 }

@@ -74,6 +74,14 @@ func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record, leaseE
 	if err != nil {
 		return err
 	}
+	if rs, ok := s.store.(store.RefundStore); ok && a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
+		// A partial refund (issue 16): resolved as its request would be,
+		// from the refund it stored.
+		_, err := s.driveRefund(ctx, rs, rec, leaseEnd, nil)
+		s.cfg.Logger.Info("completer finished an abandoned request", "order_id", rec.ResourceID,
+			"event", "refund", "outcome", outcomeOf(err))
+		return nil
+	}
 	var ev order.Event
 	var eff effect
 	switch a.Kind {

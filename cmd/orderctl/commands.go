@@ -22,6 +22,7 @@ var commands = []command{
 	{name: "pay", args: []string{"id"}, keyed: true, summary: "Pay an order (amount in minor units).", setup: setupPay},
 	{name: "fulfill", args: []string{"id"}, keyed: true, summary: "Fulfil a paid order.", setup: setupEvent((*client.Client).FulfillOrder)},
 	{name: "cancel", args: []string{"id"}, keyed: true, summary: "Cancel an unpaid order.", setup: setupEvent((*client.Client).CancelOrder)},
+	{name: "refund", args: []string{"id"}, keyed: true, summary: "Refund part of a paid or fulfilled order (amount in minor units).", setup: setupRefund},
 	{name: "key-status", args: []string{"key"}, summary: "Show what the server knows of an idempotency key.", setup: setupKeyStatus},
 }
 
@@ -217,6 +218,43 @@ func setupKeyStatus(fs *flag.FlagSet) func(context.Context, *session, []string) 
 		}
 		if !k.ExpiresAt.IsZero() {
 			line += " expires " + k.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00")
+		}
+		fmt.Fprintln(s.stdout, line)
+		return nil
+	}
+}
+
+// setupRefund makes refund: an order id, --amount (minor units) and
+// --currency, both required (money is never defaulted), and an optional
+// --reason. It prints the refund and the order's totals.
+func setupRefund(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+	var amount, currency, reason string
+	fs.StringVar(&amount, "amount", "", "amount to refund in minor units (required)")
+	fs.StringVar(&currency, "currency", "", "the order's currency (required)")
+	fs.StringVar(&reason, "reason", "", "why (optional, at most 500 bytes)")
+	return func(ctx context.Context, s *session, args []string) error {
+		if amount == "" || currency == "" {
+			return usagef("refund: --amount and --currency are required")
+		}
+		n, err := strconv.ParseInt(amount, 10, 64)
+		if err != nil {
+			return usagef("refund: --amount %q is not an integer (minor units: 2500 is 25.00)", amount)
+		}
+		res, err := s.c.RefundOrder(ctx, args[0], client.RefundInput{Amount: n, Currency: currency, Reason: reason}, s.callOpts()...)
+		if res != nil {
+			s.g.key = res.IdempotencyKey
+		}
+		if err != nil {
+			return err
+		}
+		if s.g.json {
+			return s.printJSON(res.Value)
+		}
+		r := res.Value
+		line := fmt.Sprintf("%s refunded %s of order %s: %s of %s captured refunded", r.ID, money(r.Amount, r.Currency), r.OrderID,
+			money(r.AmountRefunded, r.Currency), money(r.AmountCaptured, r.Currency))
+		if res.Replayed {
+			line += " (replayed)"
 		}
 		fmt.Fprintln(s.stdout, line)
 		return nil

@@ -16,13 +16,14 @@
 //	pay         ID --method PM [--amount MINOR --currency CUR]
 //	fulfill     ID
 //	cancel      ID
+//	refund      ID --amount MINOR --currency CUR [--reason TEXT]
 //	key-status  KEY
 //
 // Global flags, accepted before or after the command:
 //
 //	--url URL              API base URL (ORDERLY_URL, default http://127.0.0.1:8080)
 //	--api-key KEY          API key (ORDERLY_API_KEY, default the development key sk_dev_orderly_local)
-//	--idempotency-key KEY  key of create, pay, fulfill or cancel (default a new UUIDv4)
+//	--idempotency-key KEY  key of create, pay, fulfill, cancel or refund (default a new UUIDv4)
 //	--json                 print the response as JSON (errors as problem JSON on stderr)
 //	--timeout D            overall deadline, retries included (default 30s; 0 for none)
 //

@@ -37,12 +37,13 @@ Commands:
               (without --amount and --currency, the order's are used)
   fulfill     ID
   cancel      ID
+  refund      ID --amount MINOR --currency CUR [--reason TEXT]
   key-status  KEY
 
 Global flags (before or after the command):
   --url URL              API base URL (ORDERLY_URL, default http://127.0.0.1:8080)
   --api-key KEY          API key (ORDERLY_API_KEY, default sk_dev_orderly_local)
-  --idempotency-key KEY  key of create, pay, fulfill or cancel (default a new UUIDv4);
+  --idempotency-key KEY  key of create, pay, fulfill, cancel or refund (default a new UUIDv4);
                          reuse a printed key to retry an operation safely
   --json                 print the response as JSON (errors as problem JSON on stderr)
   --timeout D            overall deadline, retries included (default 30s; 0 for none)
@@ -73,7 +74,7 @@ type globals struct {
 func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.url, "url", "", "API base URL (ORDERLY_URL, default "+defaultURL+")")
 	fs.StringVar(&g.apiKey, "api-key", "", "API key (ORDERLY_API_KEY, default the development key)")
-	fs.StringVar(&g.key, "idempotency-key", "", "idempotency key of a create, pay, fulfill or cancel (default a new UUIDv4)")
+	fs.StringVar(&g.key, "idempotency-key", "", "idempotency key of a create, pay, fulfill, cancel or refund (default a new UUIDv4)")
 	fs.BoolVar(&g.json, "json", false, "print the response as JSON")
 	fs.DurationVar(&g.timeout, "timeout", defaultTO, "overall deadline, retries included; 0 for none")
 }
@@ -190,7 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		}
 	}
 	if g.key != "" && !cmd.keyed {
-		return usage(stderr, usagef("--idempotency-key applies to create, pay, fulfill and cancel, not %s", name))
+		return usage(stderr, usagef("--idempotency-key applies to create, pay, fulfill, cancel and refund, not %s", name))
 	}
 	if g.key != "" && !validKey(g.key) {
 		return usage(stderr, usagef("--idempotency-key must be 1 to 255 visible ASCII characters"))

@@ -1,0 +1,319 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/paysim/simulator"
+	"github.com/orderly/orderly/service"
+)
+
+func (f *fixture) paidOrder(t *testing.T) order.Order {
+	t.Helper()
+	o := f.order(t)
+	res, err := f.svc.Pay(context.Background(), service.Call{TenantID: "t1", OrderID: o.ID, Key: key("pay-" + o.ID)}, payIn)
+	if err != nil || res.Order.State != order.Paid {
+		t.Fatalf("pay = %+v, %v", res, err)
+	}
+	return res.Order
+}
+
+// refundedAtProvider is what the provider's intent of o says it refunded.
+func (f *fixture) refundedAtProvider(t *testing.T, o order.Order) int64 {
+	t.Helper()
+	in, err := f.gw.Find(context.Background(), payment.Reference{OrderID: o.ID, Key: o.ID + "/pay/1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.AmountRefunded
+}
+
+// TestPartialRefunds (issue 16): two partial refunds, then one bringing
+// the total to what was captured; one more is refused with
+// refund_exceeds_captured; each replays under its key with the same
+// answer, a key reused with another amount is a 422; the order stays PAID
+// and the provider refunded exactly the total.
+func TestPartialRefunds(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		refund := func(k string, amount int64) (service.RefundResult, error) {
+			return f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: o.ID,
+				Key: idempotency.Key{Value: k, Fingerprint: fmt.Sprintf("fp-%s-%d", k, amount)}},
+				service.RefundInput{Amount: amount, Currency: "EUR", Reason: "return"})
+		}
+		for i, step := range []struct {
+			amount, refunded int64
+		}{{500, 500}, {700, 1200}, {300, 1500}} {
+			res, err := refund(fmt.Sprintf("r%d", i), step.amount)
+			if err != nil || res.Refund.Status != payment.AttemptSucceeded || res.Totals.Refunded != step.refunded ||
+				res.Totals.Captured != 1500 || res.Refund.ProviderRef == "" {
+				t.Fatalf("refund %d of %d = %+v, %v; want succeeded, %d refunded of 1500", i, step.amount, res, err, step.refunded)
+			}
+		}
+		if _, err := refund("r3", 1); apperr.ErrorCode(err) != apperr.ERefundExceedsCaptured {
+			t.Fatalf("a refund past the captured amount = %v, want refund_exceeds_captured", err)
+		}
+		if _, err := refund("r3", 1); apperr.ErrorCode(err) != apperr.ERefundExceedsCaptured {
+			t.Fatalf("its replay = %v, want the same refund_exceeds_captured", err)
+		}
+		res, err := refund("r1", 700)
+		if err != nil || !res.Replayed || res.Refund.Amount != 700 || res.Refund.Status != payment.AttemptSucceeded {
+			t.Fatalf("replay of r1 = %+v, %v; want the 700 refund, replayed", res, err)
+		}
+		if _, err := refund("r1", 800); apperr.ErrorCode(err) != apperr.EKeyReused {
+			t.Fatalf("r1 with another amount = %v, want idempotency_key_reused", err)
+		}
+		if got := f.refundedAtProvider(t, o); got != 1500 {
+			t.Fatalf("the provider refunded %d, want 1500", got)
+		}
+		now, err := f.st.GetOrder(ctx, "t1", o.ID)
+		if err != nil || now.State != order.Paid || now.Version != o.Version+3 {
+			t.Fatalf("order = %+v, %v; want PAID at version %d (one per refund)", now, err, o.Version+3)
+		}
+		if _, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("cur")},
+			service.RefundInput{Amount: 1, Currency: "USD"}); apperr.ErrorCode(err) != apperr.EMismatch {
+			t.Fatalf("a refund in another currency = %v, want mismatch", err)
+		}
+		// One order.refunded per succeeded refund, in the feed, with the
+		// amounts and the running total; replays and refusals wrote none.
+		evs := assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid, event.OrderRefunded, event.OrderRefunded, event.OrderRefunded)
+		for i, want := range []struct{ amount, refunded int64 }{{500, 500}, {700, 1200}, {300, 1500}} {
+			r := evs[2+i].Refund
+			if r == nil || r.Amount != want.amount || r.AmountRefunded != want.refunded || r.AmountCaptured != 1500 ||
+				r.Currency != "EUR" || r.ProviderRef == "" || evs[2+i].Order.State != order.Paid {
+				t.Fatalf("order.refunded %d = %+v (refund %+v), want %d refunded to %d of 1500", i, evs[2+i], r, want.amount, want.refunded)
+			}
+		}
+	})
+}
+
+// TestRacingPartialRefunds: 20 refunds of 100 race on an order that
+// captured 1500: exactly 15 succeed, 5 are refused, the provider refunded
+// 1500, and each replays under its key with its first answer.
+func TestRacingPartialRefunds(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		call := func(i int) service.Call {
+			return service.Call{TenantID: "t1", OrderID: o.ID, Key: key(fmt.Sprintf("race-%d", i))}
+		}
+		in := service.RefundInput{Amount: 100, Currency: "EUR"}
+		errs := make([]error, 20)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() {
+				for {
+					_, err := f.svc.Refund(ctx, call(i), in)
+					if c := apperr.ErrorCode(err); c == apperr.EUnavailable || c == apperr.EKeyInProgress || c == apperr.EOrderBusy {
+						continue // nothing final: the client retries with the same key
+					}
+					errs[i] = err
+					return
+				}
+			})
+		}
+		wg.Wait()
+		ok, refused := 0, 0
+		for i, err := range errs {
+			switch apperr.ErrorCode(err) {
+			case "":
+				ok++
+			case apperr.ERefundExceedsCaptured:
+				refused++
+			default:
+				t.Fatalf("refund %d = %v", i, err)
+			}
+			res, rerr := f.svc.Refund(ctx, call(i), in)
+			if apperr.ErrorCode(rerr) != apperr.ErrorCode(err) || (rerr == nil && (!res.Replayed || res.Refund.Amount != 100)) {
+				t.Fatalf("replay of refund %d = %+v, %v; first answer %v", i, res, rerr, err)
+			}
+		}
+		if ok != 15 || refused != 5 {
+			t.Fatalf("%d refunds succeeded and %d were refused, want 15 and 5", ok, refused)
+		}
+		if got := f.refundedAtProvider(t, o); got != 1500 {
+			t.Fatalf("the provider refunded %d, want 1500", got)
+		}
+	})
+}
+
+// TestRefundOfFulfilledAndCancelOfRefunded: a FULFILLED order is refunded
+// in part (a return) and stays FULFILLED; a PAID order refunded in part and
+// then cancelled gets only the rest refunded (the provider refunded exactly
+// what was captured, once).
+func TestRefundOfFulfilledAndCancelOfRefunded(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		in := service.RefundInput{Amount: 400, Currency: "EUR", Reason: "one item returned"}
+
+		shipped := f.paidOrder(t)
+		if _, err := f.svc.Fulfill(ctx, service.Call{TenantID: "t1", OrderID: shipped.ID, Key: key("ship")}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: shipped.ID, Key: key("ret")}, in)
+		if err != nil || res.Totals.Refunded != 400 || res.Refund.Reason != in.Reason {
+			t.Fatalf("refund of a fulfilled order = %+v, %v", res, err)
+		}
+		if o, _ := f.st.GetOrder(ctx, "t1", shipped.ID); o.State != order.Fulfilled {
+			t.Fatalf("order %s after a return, want FULFILLED", o.State)
+		}
+
+		paid := f.paidOrder(t)
+		if _, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: paid.ID, Key: key("part")}, in); err != nil {
+			t.Fatal(err)
+		}
+		cres, err := f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: paid.ID, Key: key("cancel")})
+		if err != nil || cres.Order.State != order.Cancelled {
+			t.Fatalf("cancel of a partly refunded order = %+v, %v", cres, err)
+		}
+		if got := f.refundedAtProvider(t, paid); got != 1500 {
+			t.Fatalf("the provider refunded %d of 1500 in all, want 1500 (400, then the rest)", got)
+		}
+		if _, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: paid.ID, Key: key("late")}, in); apperr.ErrorCode(err) != apperr.EInvalidTransition {
+			t.Fatalf("a refund of a cancelled order = %v, want invalid_transition", err)
+		}
+	})
+}
+
+// lostRefund is the fixture's gateway whose next Refund takes effect and
+// loses its answer (an unknown outcome).
+type lostRefund struct {
+	*gateway
+	drop     atomic.Bool
+	lookLost atomic.Bool // the next FindRefund is lost too
+}
+
+func (g *lostRefund) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
+	rf, err := g.gateway.Refund(ctx, req)
+	if err == nil && g.drop.CompareAndSwap(true, false) {
+		return payment.Refund{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	}
+	return rf, err
+}
+
+// FindRefund fails once with the answer (the lookup is lost too), so the
+// outcome stays unknown past the request.
+func (g *lostRefund) FindRefund(ctx context.Context, id string, ref payment.Reference) (payment.Refund, error) {
+	if g.lookLost.CompareAndSwap(true, false) {
+		return payment.Refund{}, &payment.ProviderError{Err: payment.ErrUnknownOutcome}
+	}
+	return g.gateway.FindRefund(ctx, id, ref)
+}
+
+// TestPartialRefundUnknownOutcomeResolvedOnce: the provider refunded but
+// the answer was lost; the retry with the same key asks (FindRefund by the
+// refund's reference) instead of refunding again: one refund at the
+// provider, one order.refunded, the totals counted once.
+func TestPartialRefundUnknownOutcomeResolvedOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &lostRefund{gateway: f.gw}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("lost")}
+		in := service.RefundInput{Amount: 600, Currency: "EUR"}
+		gw.drop.Store(true)
+		gw.lookLost.Store(true)
+		if _, err := svc.Refund(ctx, call, in); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("refund whose answer was lost = %v, want EUnavailable", err)
+		}
+		if got := f.refundedAtProvider(t, o); got != 600 {
+			t.Fatalf("the provider refunded %d, want 600", got)
+		}
+		res, err := svc.Refund(ctx, call, in)
+		if err != nil || res.Totals.Refunded != 600 || res.Totals.Reserved != 600 || res.Refund.Status != payment.AttemptSucceeded {
+			t.Fatalf("retry = %+v, %v; want the refund found, 600 refunded", res, err)
+		}
+		if got := f.refundedAtProvider(t, o); got != 600 {
+			t.Fatalf("after the retry the provider refunded %d, want 600 (once)", got)
+		}
+	})
+}
+
+// TestCompleterResolvesAPartialRefund: a partial refund whose answer and
+// lookup were both lost is left unknown; without any retry, the completer
+// takes the key over, finds the refund by its reference, settles it (one
+// refund at the provider, one order.refunded) and the key replays it.
+func TestCompleterResolvesAPartialRefund(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &lostRefund{gateway: f.gw}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("abandoned")}
+		in := service.RefundInput{Amount: 250, Currency: "EUR"}
+		gw.drop.Store(true)
+		gw.lookLost.Store(true)
+		if _, err := svc.Refund(ctx, call, in); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("refund whose answer was lost = %v, want EUnavailable", err)
+		}
+		if n, err := svc.RecoverAbandoned(ctx, 10); err != nil || n != 1 {
+			t.Fatalf("completer took %d keys, %v; want 1", n, err)
+		}
+		got, err := svc.Get(ctx, "t1", o.ID)
+		if err != nil || *got.AmountRefunded != 250 || *got.AmountCaptured != 1500 || got.Version != o.Version+1 {
+			t.Fatalf("order after the completer = %+v, %v; want 250 of 1500 refunded, one version on", got, err)
+		}
+		if n := f.refundedAtProvider(t, o); n != 250 {
+			t.Fatalf("the provider refunded %d, want 250 (once)", n)
+		}
+		res, err := svc.Refund(ctx, call, in)
+		if err != nil || !res.Replayed || res.Totals.Refunded != 250 {
+			t.Fatalf("the client's retry = %+v, %v; want the refund replayed", res, err)
+		}
+	})
+}
+
+// TestPartialRefundEventNeverCancels: a provider's refund.succeeded about a
+// partial refund whose outcome is still unknown (under its provider key,
+// or a lease-scoped resend of it) is ignored: it never cancels the order
+// (as a cancel's refund event would) nor settles the refund without its
+// totals; the client's retry then settles it once.
+func TestPartialRefundEventNeverCancels(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &lostRefund{gateway: f.gw}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		gw.drop.Store(true)
+		gw.lookLost.Store(true)
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("ev")}
+		in := service.RefundInput{Amount: 300, Currency: "EUR"}
+		if _, err := svc.Refund(ctx, call, in); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("refund with a lost answer = %v, want EUnavailable", err)
+		}
+		pk := o.ID + "/refunds/" + idempotency.HashKey("ev")[:16]
+		if a, err := f.st.GetAttempt(ctx, pk); err != nil || a.Status != payment.AttemptUnknown {
+			t.Fatalf("attempt %s = %+v, %v; want unknown", pk, a, err)
+		}
+		for i, k := range []string{pk, pk + "/ab12cd34.2"} {
+			out, err := f.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: fmt.Sprintf("evt_r%d", i),
+				Type: payment.EventRefundSucceeded, Reference: payment.Reference{OrderID: o.ID, Key: k}, Amount: 300, Currency: "EUR"})
+			if err != nil || out != service.InboxIgnored {
+				t.Fatalf("refund event under %s = %q, %v; want ignored", k, out, err)
+			}
+		}
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 0 {
+			t.Fatalf("order after the events = %+v, %v; want PAID, nothing counted yet", got, err)
+		}
+		if res, err := svc.Refund(ctx, call, in); err != nil || res.Totals.Refunded != 300 {
+			t.Fatalf("retry = %+v, %v; want 300 refunded", res, err)
+		}
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 300 {
+			t.Fatalf("order after the retry = %+v, %v; want PAID with 300 refunded", got, err)
+		}
+	})
+}

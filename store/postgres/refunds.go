@@ -1,0 +1,276 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/store"
+)
+
+var _ store.RefundStore = (*Store)(nil)
+
+// selectRefund reads refund $1 with its attempt's status, the order's
+// succeeded charge (what is refunded) and the order's totals.
+const selectRefund = `
+SELECT r.provider_key, r.tenant_id, r.order_id, r.amount, r.currency, r.reason, a.status,
+    COALESCE(a.provider_ref, ''), a.key_sent_at, r.created_at,
+    COALESCE((SELECT c.provider_key FROM provider_attempts c WHERE c.order_id = r.order_id AND c.kind = 'charge'
+        AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
+    COALESCE((SELECT c.intent_id FROM provider_attempts c WHERE c.order_id = r.order_id AND c.kind = 'charge'
+        AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
+    COALESCE(t.captured, 0), COALESCE(t.reserved, 0), COALESCE(t.refunded, 0), COALESCE(r.refunded_after, 0)
+FROM order_refunds r JOIN provider_attempts a ON a.provider_key = r.provider_key
+LEFT JOIN order_refund_totals t ON t.order_id = r.order_id
+WHERE r.provider_key = $1`
+
+const selectRefundTotals = `SELECT captured, reserved, refunded FROM order_refund_totals WHERE order_id = $1 AND tenant_id = $2`
+
+const lockOrderForRefund = `SELECT state, amount FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`
+
+// otherOpenNonRefund reports whether an attempt on order $1 other than its
+// partial refunds (provider keys like $2) is open.
+const otherOpenNonRefund = `SELECT EXISTS (SELECT 1 FROM provider_attempts WHERE order_id = $1
+    AND provider_key NOT LIKE $2 AND status IN ('pending', 'unknown', 'needs_attention'))`
+
+const insertRefundTotals = `INSERT INTO order_refund_totals (order_id, tenant_id, captured) VALUES ($1, $2, $3)
+ON CONFLICT (order_id) DO NOTHING`
+
+// reserveRefund is the compare-and-set on the reserved total.
+const reserveRefund = `UPDATE order_refund_totals SET reserved = reserved + $2
+WHERE order_id = $1 AND reserved + $2 <= captured RETURNING captured, reserved, refunded`
+
+const insertRefund = `INSERT INTO order_refunds (provider_key, tenant_id, order_id, amount, currency, reason, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (provider_key) DO NOTHING`
+
+const reopenFailedRefund = `UPDATE provider_attempts SET status = 'pending', error_code = NULL, updated_at = $2
+WHERE provider_key = $1 AND status = 'failed'`
+
+// settleOpenAttempt settles attempt $1 only if it is open, returning its
+// amount when it did.
+const settleOpenAttempt = `UPDATE provider_attempts SET status = $2, provider_ref = COALESCE($3, provider_ref),
+    error_code = $4, updated_at = $5
+WHERE provider_key = $1 AND status IN ('pending', 'unknown', 'needs_attention') RETURNING amount`
+
+const addRefunded = `UPDATE order_refund_totals SET refunded = refunded + $2 WHERE order_id = $1
+RETURNING captured, reserved, refunded`
+
+const releaseReserved = `UPDATE order_refund_totals SET reserved = reserved - $2 WHERE order_id = $1
+RETURNING captured, reserved, refunded`
+
+const setRefundedAfter = `UPDATE order_refunds SET refunded_after = $2 WHERE provider_key = $1`
+
+const bumpOrderVersion = `UPDATE orders SET version = version + 1 WHERE id = $1 AND tenant_id = $2 RETURNING ` + orderColumns
+
+func (e executor) getRefund(ctx context.Context, key string) (store.Refund, store.RefundTotals, error) {
+	var r store.Refund
+	var t store.RefundTotals
+	found := false
+	err := e.db.query(ctx, selectRefund, []any{key}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var status string
+			var sent *time.Time
+			if err := rows.Scan(&r.ProviderKey, &r.TenantID, &r.OrderID, &r.Amount, &r.Currency, &r.Reason, &status,
+				&r.ProviderRef, &sent, &r.CreatedAt, &r.ChargeKey, &r.IntentID, &t.Captured, &t.Reserved, &t.Refunded, &r.RefundedAfter); err != nil {
+				return err
+			}
+			r.Status = payment.AttemptStatus(status)
+			if sent != nil {
+				r.KeySentAt = sent.UTC()
+			}
+			r.CreatedAt = r.CreatedAt.UTC()
+			found = true
+		}
+		return nil
+	})
+	if err != nil {
+		return r, t, translate(err)
+	}
+	if !found {
+		return r, t, store.ErrNotFound
+	}
+	return r, t, nil
+}
+
+func (e executor) totals(ctx context.Context, q string, args ...any) (store.RefundTotals, bool, error) {
+	var t store.RefundTotals
+	found := false
+	err := e.db.query(ctx, q, args, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&t.Captured, &t.Reserved, &t.Refunded); err != nil {
+				return err
+			}
+			found = true
+		}
+		return nil
+	})
+	return t, found, translate(err)
+}
+
+// ReserveRefund implements store.RefundStore in one transaction.
+func (s *Store) ReserveRefund(ctx context.Context, l store.Lease, r store.Refund) (out store.Refund, t store.RefundTotals, st order.State, err error) {
+	err = s.InTx(ctx, func(tx store.Executor) error {
+		e := tx.(executor)
+		if err := e.db.exec(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, r.ProviderKey); err != nil {
+			return err
+		}
+		var amount int64
+		var state string
+		found := false
+		if err := e.db.query(ctx, lockOrderForRefund, []any{r.OrderID, r.TenantID}, func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&state, &amount); err != nil {
+					return err
+				}
+				found = true
+			}
+			return nil
+		}); err != nil {
+			return translate(err)
+		}
+		if !found {
+			return store.ErrNotFound
+		}
+		st = order.State(state)
+		existing, _, err := e.getRefund(ctx, r.ProviderKey)
+		switch {
+		case err == nil && existing.Status != payment.AttemptFailed:
+			out, t, err = e.getRefund(ctx, r.ProviderKey)
+			return err
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return err
+		case err != nil:
+			// A new refund: the order must take one, and no other call
+			// on it (a shipment, the cancel's refund) may be open.
+			if st != order.Paid && st != order.Fulfilled {
+				return store.ErrRefundState
+			}
+			var busy bool
+			if err := e.db.query(ctx, otherOpenNonRefund, []any{r.OrderID, r.OrderID + "/refunds/%"}, func(rows pgx.Rows) error {
+				for rows.Next() {
+					if err := rows.Scan(&busy); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				return translate(err)
+			}
+			if busy {
+				return store.ErrAttemptInFlight
+			}
+			if err := e.db.exec(ctx, insertRefundTotals, r.OrderID, r.TenantID, amount); err != nil {
+				return translate(err)
+			}
+		}
+		var ok bool
+		if t, ok, err = e.totals(ctx, reserveRefund, r.OrderID, r.Amount); err != nil {
+			return err
+		} else if !ok {
+			t, _, _ = e.totals(ctx, selectRefundTotals, r.OrderID, r.TenantID)
+			return store.ErrRefundExceedsCaptured
+		}
+		if existing.ProviderKey != "" {
+			if err := e.db.exec(ctx, reopenFailedRefund, r.ProviderKey, r.CreatedAt); err != nil {
+				return translate(err)
+			}
+		} else {
+			if err := e.db.exec(ctx, insertAttempt, r.ProviderKey, r.TenantID, r.OrderID, string(payment.AttemptRefund),
+				string(payment.AttemptPending), r.Amount, r.Currency, "", nil, nil, r.CreatedAt, r.CreatedAt); err != nil {
+				return translate(err)
+			}
+			if err := e.db.exec(ctx, insertRefund, r.ProviderKey, r.TenantID, r.OrderID, r.Amount, r.Currency, r.Reason,
+				r.CreatedAt); err != nil {
+				return translate(err)
+			}
+		}
+		out, t, err = e.getRefund(ctx, r.ProviderKey)
+		return err
+	})
+	if errors.Is(err, store.ErrRefundExceedsCaptured) || errors.Is(err, store.ErrRefundState) {
+		return out, t, st, err
+	}
+	return out, t, st, translate(err)
+}
+
+// FinishRefund implements store.RefundStore in one transaction.
+func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundFinish) (t store.RefundTotals, err error) {
+	err = s.InTx(ctx, func(tx store.Executor) error {
+		e := tx.(executor)
+		if f.Outcome != nil {
+			if err := e.CompleteKey(ctx, l, *f.Outcome); err != nil {
+				return err
+			}
+		} else if err := e.ReleaseKey(ctx, l, f.ReleaseTo); err != nil {
+			return err
+		}
+		r, cur, err := e.getRefund(ctx, f.Update.ProviderKey)
+		if err != nil {
+			return err
+		}
+		t = cur
+		// The order's row first, as ReserveRefund locks it: the same
+		// lock order (key, order, totals) in both, so racing refunds
+		// wait for each other and never deadlock.
+		if err := e.db.exec(ctx, lockOrderForRefund, r.OrderID, r.TenantID); err != nil {
+			return translate(err)
+		}
+		u := f.Update
+		var amount int64
+		settled := false
+		if err := e.db.query(ctx, settleOpenAttempt, []any{u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+			nullable(u.ErrorCode), u.At}, func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&amount); err != nil {
+					return err
+				}
+				settled = true
+			}
+			return nil
+		}); err != nil {
+			return translate(err)
+		}
+		if !settled {
+			return nil
+		}
+		switch u.Status {
+		case payment.AttemptSucceeded:
+			if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
+				return err
+			}
+			if err := e.db.exec(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
+				return translate(err)
+			}
+			os, err := e.orders(ctx, bumpOrderVersion, r.OrderID, r.TenantID)
+			if err != nil {
+				return err
+			}
+			if len(os) == 0 {
+				return store.ErrNotFound
+			}
+			if f.Event != nil {
+				return e.AppendEvent(ctx, f.Event(os[0], t))
+			}
+		case payment.AttemptDeclined, payment.AttemptRejected, payment.AttemptFailed:
+			t, _, err = e.totals(ctx, releaseReserved, r.OrderID, amount)
+			return err
+		}
+		return nil
+	})
+	return t, translate(err)
+}
+
+// GetRefund implements store.RefundStore.
+func (s *Store) GetRefund(ctx context.Context, providerKey string) (store.Refund, store.RefundTotals, error) {
+	return s.getRefund(ctx, providerKey)
+}
+
+// RefundTotals implements store.RefundStore.
+func (s *Store) RefundTotals(ctx context.Context, tenantID, orderID string) (store.RefundTotals, error) {
+	t, _, err := s.totals(ctx, selectRefundTotals, orderID, tenantID)
+	return t, err
+}

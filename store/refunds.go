@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/orderly/orderly/event"
+	"github.com/orderly/orderly/idempotency"
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+)
+
+// ErrRefundExceedsCaptured is returned by ReserveRefund when the refund's
+// amount, added to what the order's refunds have reserved already (settled
+// or in flight), would exceed what was captured. Nothing was written.
+var ErrRefundExceedsCaptured = errors.New("store: refund exceeds the captured amount")
+
+// ErrRefundState is returned by ReserveRefund when the order is in a state
+// that takes no refund (only PAID and FULFILLED do). Nothing was written.
+var ErrRefundState = errors.New("store: the order's state takes no refund")
+
+// Refund is one partial refund of an order (issue 16): what the client
+// asked (Amount in minor units of Currency, Reason) and the provider
+// attempt that makes it (ProviderKey, kind payment.AttemptRefund), whose
+// Status and ProviderRef (the provider's refund id) it reports.
+type Refund struct {
+	ProviderKey string
+	TenantID    string
+	OrderID     string
+	Amount      int64
+	Currency    string
+	Reason      string
+	Status      payment.AttemptStatus
+	ProviderRef string
+	// ChargeKey and IntentID name the order's succeeded charge attempt
+	// and the provider object it captured: what is refunded.
+	ChargeKey string
+	IntentID  string
+	// KeySentAt is when the refund's provider key was first sent (zero:
+	// never), as payment.Attempt.KeySentAt.
+	KeySentAt time.Time
+	CreatedAt time.Time
+	// RefundedAfter is the order's refunded total right after this refund
+	// succeeded (0 until it has): what its answer and every replay show.
+	RefundedAfter int64
+}
+
+// RefundTotals are an order's refund totals in minor units of its
+// currency: Captured (the charge), Reserved (refunds settled or in
+// flight), Refunded (refunds that succeeded). 0 ≤ Refunded ≤ Reserved ≤
+// Captured always holds (a CHECK in both databases).
+type RefundTotals struct {
+	Captured int64
+	Reserved int64
+	Refunded int64
+}
+
+// RefundFinish is phase 3 of a partial refund: the key held by the lease
+// is completed with Outcome (when set) or released to ReleaseTo, and the
+// refund's attempt settled with Update. When Update moves the attempt
+// from open to succeeded, the order's refunded total grows by the
+// refund's amount, its version moves on by one (a compare-and-set; the
+// state stays) and Event, given the order and totals after the change, is
+// appended to the outbox; when it moves it from open to declined,
+// rejected or failed, the reservation is released.
+type RefundFinish struct {
+	Outcome   *idempotency.Record
+	ReleaseTo idempotency.State
+	Update    AttemptUpdate
+	Event     func(o order.Order, t RefundTotals) event.Event
+}
+
+// RefundStore is the capability of a store that keeps partial refunds
+// (both stores have it). Each method is one transaction.
+type RefundStore interface {
+	// ReserveRefund records refund r for the key held by lease, in one
+	// transaction fenced by the lease: it locks the order, and unless
+	// r.ProviderKey names an attempt already (then returned as stored,
+	// re-reserved and re-opened as pending only if it had failed), it
+	// checks the order is PAID or FULFILLED (ErrRefundState), that no
+	// other provider attempt on the order than its refunds is open
+	// (ErrAttemptInFlight), and reserves r.Amount with a compare-and-set on
+	// the order's reserved total (ErrRefundExceedsCaptured), then records
+	// the attempt (pending) and sets the key's recovery point to it.
+	// Errors also: ErrLeaseLost, ErrNotFound (no such order). It returns
+	// the refund and the totals after the reservation (on
+	// ErrRefundExceedsCaptured and ErrRefundState, the totals as they are
+	// and the order's state in the Refund's Status-free fields).
+	ReserveRefund(ctx context.Context, lease Lease, r Refund) (Refund, RefundTotals, order.State, error)
+	// FinishRefund is phase 3 (see RefundFinish), fenced by the lease
+	// (ErrLeaseLost).
+	FinishRefund(ctx context.Context, lease Lease, f RefundFinish) (RefundTotals, error)
+	// GetRefund returns the refund whose attempt has providerKey with
+	// its order's totals, or ErrNotFound.
+	GetRefund(ctx context.Context, providerKey string) (Refund, RefundTotals, error)
+	// RefundTotals returns the tenant's order's totals (zero when no
+	// refund was ever reserved; Captured is then zero too).
+	RefundTotals(ctx context.Context, tenantID, orderID string) (RefundTotals, error)
+}

@@ -1,0 +1,210 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
+	"github.com/orderly/orderly/store"
+)
+
+var _ store.RefundStore = (*Store)(nil)
+
+// The statements mirror store/postgres/refunds.go; a write transaction is
+// IMMEDIATE, so the order needs no row lock.
+const selectRefund = `
+SELECT r.provider_key, r.tenant_id, r.order_id, r.amount, r.currency, r.reason, a.status,
+    COALESCE(a.provider_ref, ''), a.key_sent_at, r.created_at,
+    COALESCE((SELECT c.provider_key FROM provider_attempts c WHERE c.order_id = r.order_id AND c.kind = 'charge'
+        AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
+    COALESCE((SELECT c.intent_id FROM provider_attempts c WHERE c.order_id = r.order_id AND c.kind = 'charge'
+        AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
+    COALESCE(t.captured, 0), COALESCE(t.reserved, 0), COALESCE(t.refunded, 0), COALESCE(r.refunded_after, 0)
+FROM order_refunds r JOIN provider_attempts a ON a.provider_key = r.provider_key
+LEFT JOIN order_refund_totals t ON t.order_id = r.order_id
+WHERE r.provider_key = ?1`
+
+const selectRefundTotals = `SELECT captured, reserved, refunded FROM order_refund_totals WHERE order_id = ?1 AND tenant_id = ?2`
+
+const orderForRefund = `SELECT state, amount FROM orders WHERE id = ?1 AND tenant_id = ?2`
+
+const otherOpenNonRefund = `SELECT EXISTS (SELECT 1 FROM provider_attempts WHERE order_id = ?1
+    AND provider_key NOT LIKE ?2 AND status IN ('pending', 'unknown', 'needs_attention'))`
+
+const insertRefundTotals = `INSERT INTO order_refund_totals (order_id, tenant_id, captured) VALUES (?1, ?2, ?3)
+ON CONFLICT (order_id) DO NOTHING`
+
+const reserveRefund = `UPDATE order_refund_totals SET reserved = reserved + ?2
+WHERE order_id = ?1 AND reserved + ?2 <= captured RETURNING captured, reserved, refunded`
+
+const insertRefund = `INSERT INTO order_refunds (provider_key, tenant_id, order_id, amount, currency, reason, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (provider_key) DO NOTHING`
+
+const reopenFailedRefund = `UPDATE provider_attempts SET status = 'pending', error_code = NULL, updated_at = ?2
+WHERE provider_key = ?1 AND status = 'failed'`
+
+const settleOpenAttempt = `UPDATE provider_attempts SET status = ?2, provider_ref = COALESCE(?3, provider_ref),
+    error_code = ?4, updated_at = ?5
+WHERE provider_key = ?1 AND status IN ('pending', 'unknown', 'needs_attention') RETURNING amount`
+
+const addRefunded = `UPDATE order_refund_totals SET refunded = refunded + ?2 WHERE order_id = ?1
+RETURNING captured, reserved, refunded`
+
+const releaseReserved = `UPDATE order_refund_totals SET reserved = reserved - ?2 WHERE order_id = ?1
+RETURNING captured, reserved, refunded`
+
+const setRefundedAfter = `UPDATE order_refunds SET refunded_after = ?2 WHERE provider_key = ?1`
+
+const bumpOrderVersion = `UPDATE orders SET version = version + 1 WHERE id = ?1 AND tenant_id = ?2 RETURNING ` + orderColumns
+
+func (e executor) getRefund(ctx context.Context, key string) (store.Refund, store.RefundTotals, error) {
+	var r store.Refund
+	var t store.RefundTotals
+	var status string
+	var sent sql.NullInt64
+	var created int64
+	err := e.c.QueryRowContext(ctx, selectRefund, key).Scan(&r.ProviderKey, &r.TenantID, &r.OrderID, &r.Amount, &r.Currency,
+		&r.Reason, &status, &r.ProviderRef, &sent, &created, &r.ChargeKey, &r.IntentID, &t.Captured, &t.Reserved, &t.Refunded, &r.RefundedAfter)
+	if err != nil {
+		return r, t, translate(err)
+	}
+	r.Status, r.KeySentAt, r.CreatedAt = payment.AttemptStatus(status), zeroOrTime(sent), fromMicros(created)
+	return r, t, nil
+}
+
+func (e executor) totals(ctx context.Context, q string, args ...any) (store.RefundTotals, bool, error) {
+	var t store.RefundTotals
+	err := e.c.QueryRowContext(ctx, q, args...).Scan(&t.Captured, &t.Reserved, &t.Refunded)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, false, nil
+	}
+	return t, err == nil, translate(err)
+}
+
+// ReserveRefund implements store.RefundStore in one IMMEDIATE transaction.
+func (s *Store) ReserveRefund(ctx context.Context, l store.Lease, r store.Refund) (out store.Refund, t store.RefundTotals, st order.State, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		e := executor{c: tx, clock: s.clock}
+		if err := fenced(e.c.ExecContext(ctx, fenceRecordAttempt, l.TenantID, l.KeyHash, l.Token, r.ProviderKey)); err != nil {
+			return err
+		}
+		var amount int64
+		var state string
+		if err := e.c.QueryRowContext(ctx, orderForRefund, r.OrderID, r.TenantID).Scan(&state, &amount); err != nil {
+			return translate(err)
+		}
+		st = order.State(state)
+		existing, _, err := e.getRefund(ctx, r.ProviderKey)
+		switch {
+		case err == nil && existing.Status != payment.AttemptFailed:
+			out, t, err = e.getRefund(ctx, r.ProviderKey)
+			return err
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return err
+		case err != nil:
+			if st != order.Paid && st != order.Fulfilled {
+				return store.ErrRefundState
+			}
+			var busy bool
+			if err := e.c.QueryRowContext(ctx, otherOpenNonRefund, r.OrderID, r.OrderID+"/refunds/%").Scan(&busy); err != nil {
+				return translate(err)
+			}
+			if busy {
+				return store.ErrAttemptInFlight
+			}
+			if _, err := e.c.ExecContext(ctx, insertRefundTotals, r.OrderID, r.TenantID, amount); err != nil {
+				return translate(err)
+			}
+		}
+		var ok bool
+		if t, ok, err = e.totals(ctx, reserveRefund, r.OrderID, r.Amount); err != nil {
+			return err
+		} else if !ok {
+			t, _, _ = e.totals(ctx, selectRefundTotals, r.OrderID, r.TenantID)
+			return store.ErrRefundExceedsCaptured
+		}
+		if existing.ProviderKey != "" {
+			if _, err := e.c.ExecContext(ctx, reopenFailedRefund, r.ProviderKey, micros(r.CreatedAt)); err != nil {
+				return translate(err)
+			}
+		} else {
+			if _, err := e.c.ExecContext(ctx, insertAttempt, r.ProviderKey, r.TenantID, r.OrderID, string(payment.AttemptRefund),
+				string(payment.AttemptPending), r.Amount, r.Currency, "", nil, nil, micros(r.CreatedAt), micros(r.CreatedAt)); err != nil {
+				return translate(err)
+			}
+			if _, err := e.c.ExecContext(ctx, insertRefund, r.ProviderKey, r.TenantID, r.OrderID, r.Amount, r.Currency, r.Reason,
+				micros(r.CreatedAt)); err != nil {
+				return translate(err)
+			}
+		}
+		out, t, err = e.getRefund(ctx, r.ProviderKey)
+		return err
+	})
+	if errors.Is(err, store.ErrRefundExceedsCaptured) || errors.Is(err, store.ErrRefundState) {
+		return out, t, st, err
+	}
+	return out, t, st, translate(err)
+}
+
+// FinishRefund implements store.RefundStore in one IMMEDIATE transaction.
+func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundFinish) (t store.RefundTotals, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		e := executor{c: tx, clock: s.clock}
+		if f.Outcome != nil {
+			if err := e.CompleteKey(ctx, l, *f.Outcome); err != nil {
+				return err
+			}
+		} else if err := e.ReleaseKey(ctx, l, f.ReleaseTo); err != nil {
+			return err
+		}
+		r, cur, err := e.getRefund(ctx, f.Update.ProviderKey)
+		if err != nil {
+			return err
+		}
+		t = cur
+		u := f.Update
+		var amount int64
+		err = e.c.QueryRowContext(ctx, settleOpenAttempt, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+			nullable(u.ErrorCode), micros(u.At)).Scan(&amount)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // settled already: a late answer changes nothing
+		case err != nil:
+			return translate(err)
+		}
+		switch u.Status {
+		case payment.AttemptSucceeded:
+			if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
+				return err
+			}
+			if _, err := e.c.ExecContext(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
+				return translate(err)
+			}
+			o, err := scanOrder(e.c.QueryRowContext(ctx, bumpOrderVersion, r.OrderID, r.TenantID))
+			if err != nil {
+				return translate(err)
+			}
+			if f.Event != nil {
+				return e.AppendEvent(ctx, f.Event(o, t))
+			}
+		case payment.AttemptDeclined, payment.AttemptRejected, payment.AttemptFailed:
+			t, _, err = e.totals(ctx, releaseReserved, r.OrderID, amount)
+			return err
+		}
+		return nil
+	})
+	return t, translate(err)
+}
+
+// GetRefund implements store.RefundStore.
+func (s *Store) GetRefund(ctx context.Context, providerKey string) (store.Refund, store.RefundTotals, error) {
+	return executor{c: s.db, clock: s.clock}.getRefund(ctx, providerKey)
+}
+
+// RefundTotals implements store.RefundStore.
+func (s *Store) RefundTotals(ctx context.Context, tenantID, orderID string) (store.RefundTotals, error) {
+	t, _, err := executor{c: s.db, clock: s.clock}.totals(ctx, selectRefundTotals, orderID, tenantID)
+	return t, err
+}
