@@ -1,5 +1,5 @@
 -- +goose Up
--- Mirrors migrations/postgres/00012_partial_refunds.sql (see the comments
+-- Mirrors migrations/postgres/00013_partial_refunds.sql (see the comments
 -- there). SQLite cannot alter a CHECK constraint, so idempotency_keys is
 -- rebuilt with 'refund' among its operations (goose runs this in one
 -- transaction).
