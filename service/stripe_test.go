@@ -325,12 +325,13 @@ func TestStripeKeyInUseSettlesUnderTheSameKey(t *testing.T) {
 		}
 		var res service.Result
 		var err error
-		for range 50 { // the key stays in use until paysim has cleared the held request
-			if res, err = f.pay(o, "A", stripesim.MethodFaultTimeout); apperr.ErrorCode(err) != apperr.EUnavailable {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// The key stays in use until paysim has cleared the held request:
+		// retry until the answer is not "unavailable" (a bound for a loaded
+		// machine, not a timing).
+		waitFor(t, "the retry to find the key free", func() bool {
+			res, err = f.pay(o, "A", stripesim.MethodFaultTimeout)
+			return apperr.ErrorCode(err) != apperr.EUnavailable
+		})
 		if err != nil || res.Order.State != order.Paid {
 			t.Fatalf("retry = %+v, %v; want PAID", res, err)
 		}
