@@ -369,9 +369,11 @@ func (p *Operations) settleParked(ctx context.Context, tx store.OperatorExecutor
 			upd.ErrorCode = string(apperr.ERefundRejected)
 		}
 	}
-	if err := tx.SettleParkedAttempt(ctx, upd); err != nil {
-		return res, err
-	}
+	// The order's row first, then the attempt's: the lock order of every
+	// writer that moves an order and settles its attempt in one
+	// transaction (the inbox, phase 3 of a request), so two of them racing
+	// wait for each other instead of deadlocking (PostgreSQL 40P01, seen
+	// when a resolve raced a provider webhook and the completer).
 	if next != nil {
 		if err := tx.CompareAndSetOrder(ctx, *next, a.ProviderKey); err != nil {
 			return res, err
@@ -380,6 +382,9 @@ func (p *Operations) settleParked(ctx context.Context, tx store.OperatorExecutor
 			return res, err
 		}
 		o = *next
+	}
+	if err := tx.SettleParkedAttempt(ctx, upd); err != nil {
+		return res, err
 	}
 	settled := a
 	settled.Status, settled.ErrorCode, settled.UpdatedAt = upd.Status, upd.ErrorCode, now.UTC().Truncate(time.Microsecond)
