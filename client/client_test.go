@@ -123,13 +123,13 @@ func TestReplayedAndKeyExpiryAreParsed(t *testing.T) {
 	if !res.Replayed || !res.KeyExpiresAt.Equal(expires) || res.StatusCode != 201 || res.Header.Get("Location") != "/v1/orders/ord_0001" {
 		t.Fatalf("Response %+v: want Replayed, KeyExpiresAt %v, 201 and Location", res, expires)
 	}
-	res, err = c.PayOrder(context.Background(), "ord_0001", client.PayInput{Amount: 2500, Currency: "USD", PaymentMethod: "pm_card_declined"})
+	pr, err := c.PayOrder(context.Background(), "ord_0001", client.PayInput{Amount: 2500, Currency: "USD", PaymentMethod: "pm_card_declined"})
 	var apiErr *client.Error
 	if !errors.As(err, &apiErr) || !apiErr.Replayed || !client.IsDeclined(err) {
 		t.Fatalf("err = %v, want a replayed decline", err)
 	}
-	if !res.Replayed || !res.KeyExpiresAt.Equal(expires) {
-		t.Fatalf("Response %+v: want Replayed and KeyExpiresAt on an error too", res)
+	if !pr.Replayed || !pr.KeyExpiresAt.Equal(expires) {
+		t.Fatalf("Response %+v: want Replayed and KeyExpiresAt on an error too", pr)
 	}
 }
 

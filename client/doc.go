@@ -48,7 +48,11 @@
 // [errors.As] to read it, or the predicates [IsNotFound], [IsDeclined],
 // [IsInvalidTransition], [IsConflict], [IsKeyReused] and [IsRetryable]:
 //
-//	o, err := c.PayOrder(ctx, id, in)
+//	res, err := c.PayOrder(ctx, id, in)
+//	if err == nil && res.Value.Pending() {
+//		// 202: send res.Value.Payment.ClientSecret to the browser (3-D
+//		// Secure), then pay again with WithIdempotencyKey(res.IdempotencyKey)
+//	}
 //	var apiErr *client.Error
 //	switch {
 //	case client.IsDeclined(err):

@@ -12,6 +12,7 @@ import (
 	"github.com/orderly/orderly/client"
 	"github.com/orderly/orderly/internal/testenv"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/paysim/simulator"
 )
 
 // loseFirstPayReply is a RoundTripper that delivers the first pay request
@@ -85,5 +86,56 @@ func TestIntegrationPayRetriedAfterALostReplyChargesOnce(t *testing.T) {
 	var apiErr *client.Error
 	if !client.IsNotFound(err) || !errors.As(err, &apiErr) || apiErr.Code != client.CodeNotFound {
 		t.Fatalf("get unknown: %v, want not_found", err)
+	}
+}
+
+// TestIntegrationThreeDSecurePayIsTyped (issue 16): against a real server on
+// each store, a pay that needs 3-D Secure answers 202 with the typed
+// pending payment (status, intent id, client secret, next action) and the
+// order still RCVD; after the customer authenticates, the retry under the
+// Response's idempotency key is 200 PAID with no pending payment and one
+// capture.
+func TestIntegrationThreeDSecurePayIsTyped(t *testing.T) {
+	t.Parallel()
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t, kind, testenv.Options{})
+			c, err := client.New(env.Server.URL, testenv.KeyA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			created, err := c.CreateOrder(ctx, newInput)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := created.Value
+			in := client.PayInput{Amount: o.Amount, Currency: o.Currency, PaymentMethod: simulator.MethodThreeDSecure}
+			res, err := c.PayOrder(ctx, o.ID, in)
+			if err != nil {
+				t.Fatalf("PayOrder: %v", err)
+			}
+			p := res.Value.Payment
+			if res.StatusCode != http.StatusAccepted || !res.Value.Pending() || res.Value.State != order.Received ||
+				p.Status != client.PaymentRequiresAction || p.IntentID == "" || p.ClientSecret == "" ||
+				p.NextAction == nil || p.NextAction.Type != "redirect_to_url" || p.NextAction.RedirectToURL == nil ||
+				p.NextAction.RedirectToURL.URL == "" {
+				t.Fatalf("pay = %d %+v, payment %+v; want 202 RCVD with a typed requires_action payment", res.StatusCode, res.Value.Order, p)
+			}
+			if err := env.Gateway.Authenticate(p.IntentID, true); err != nil {
+				t.Fatal(err)
+			}
+			done, err := c.PayOrder(ctx, o.ID, in, client.WithIdempotencyKey(res.IdempotencyKey))
+			if err != nil {
+				t.Fatalf("PayOrder after authentication: %v", err)
+			}
+			if done.StatusCode != http.StatusOK || done.Value.Pending() || done.Value.State != order.Paid {
+				t.Fatalf("retry after authentication = %d %+v; want 200 PAID, no pending payment", done.StatusCode, done.Value)
+			}
+			if n := env.Gateway.Captures(o.ID); n != 1 {
+				t.Fatalf("gateway captured %d charges, want 1", n)
+			}
+		})
 	}
 }

@@ -109,10 +109,67 @@ func (c *Client) ListOrders(ctx context.Context, p ListParams) (*Response[OrderL
 }
 
 // PayOrder charges the order and moves it to PAID (POST
-// /v1/orders/{id}/pay). Paying a paid order is a no-op 200. Errors include
-// 402 (IsDeclined, final), 409 (IsInvalidTransition) and 422 mismatch.
-func (c *Client) PayOrder(ctx context.Context, id string, in PayInput, opts ...CallOption) (*Response[order.Order], error) {
-	return post[order.Order](ctx, c, "/v1/orders/"+url.PathEscape(id)+"/pay", in, opts)
+// /v1/orders/{id}/pay). Paying a paid order is a no-op 200. A payment that
+// waits on the customer or the bank is a 202 Accepted (Response.StatusCode
+// 202) whose Value.Payment says what the client must do next (README
+// "Asynchronous payments"); the order is still RCVD and a retry under the
+// same key (Response.IdempotencyKey) settles it. Errors include 402
+// (IsDeclined, final), 409 (IsInvalidTransition) and 422 mismatch.
+func (c *Client) PayOrder(ctx context.Context, id string, in PayInput, opts ...CallOption) (*Response[PayResult], error) {
+	return post[PayResult](ctx, c, "/v1/orders/"+url.PathEscape(id)+"/pay", in, opts)
+}
+
+// PayResult is the body of a pay: the order, and on a 202 Accepted its
+// pending payment (OpenAPI PendingOrder). Payment is nil when the pay
+// settled (200: the order is PAID).
+type PayResult struct {
+	order.Order
+	// Payment is the pending payment of a 202, nil otherwise.
+	Payment *PendingPayment `json:"payment,omitempty"`
+}
+
+// Pending reports whether the pay is waiting on the customer or the bank
+// (a 202 with a pending payment): the order is still RCVD.
+func (r PayResult) Pending() bool { return r.Payment != nil }
+
+// PendingPayment is a payment that has not settled, in Stripe's terms
+// (docs.stripe.com/api/payment_intents/object).
+type PendingPayment struct {
+	// Status is PaymentRequiresAction (the customer must complete
+	// NextAction, such as 3-D Secure) or PaymentProcessing (a bank debit,
+	// settled by the provider's webhook, possibly days later).
+	Status PaymentStatus `json:"status"`
+	// IntentID is the provider's payment intent id (pi_...).
+	IntentID string `json:"intent_id"`
+	// ClientSecret is what a browser passes to the provider's SDK (Stripe.js
+	// handleNextAction) to complete NextAction; "" for processing.
+	ClientSecret string `json:"client_secret,omitempty"`
+	// NextAction is what the customer must do, nil when nothing (processing).
+	NextAction *NextAction `json:"next_action"`
+}
+
+// PaymentStatus is a pending payment's status.
+type PaymentStatus string
+
+// The pending payment statuses of a 202 pay.
+const (
+	PaymentRequiresAction PaymentStatus = "requires_action"
+	PaymentProcessing     PaymentStatus = "processing"
+)
+
+// NextAction is the customer's next step (Stripe's next_action): Type
+// "redirect_to_url" with RedirectToURL, or "use_stripe_sdk" handled by
+// Stripe.js with the client secret.
+type NextAction struct {
+	Type          string         `json:"type"`
+	RedirectToURL *RedirectToURL `json:"redirect_to_url,omitempty"`
+}
+
+// RedirectToURL is where a redirect_to_url next action sends the customer,
+// and where the provider returns them.
+type RedirectToURL struct {
+	URL       string `json:"url"`
+	ReturnURL string `json:"return_url,omitempty"`
 }
 
 // FulfillOrder ships a paid order and moves it to FULFILLED (POST
@@ -122,9 +179,12 @@ func (c *Client) FulfillOrder(ctx context.Context, id string, opts ...CallOption
 	return post[order.Order](ctx, c, "/v1/orders/"+url.PathEscape(id)+"/fulfill", nil, opts)
 }
 
-// CancelOrder cancels an unpaid order (POST /v1/orders/{id}/cancel).
-// Cancelling a cancelled order is a no-op 200; any other state is a 409
-// (IsInvalidTransition).
+// CancelOrder cancels an order that has not been fulfilled (POST
+// /v1/orders/{id}/cancel): a PAID order's payment is refunded in full, a
+// pending payment's provider object is cancelled first. Cancelling a
+// cancelled order is a no-op 200; a FULFILLED order is a 409
+// (IsInvalidTransition), and an order whose bank debit is still processing
+// a 409 order_busy.
 func (c *Client) CancelOrder(ctx context.Context, id string, opts ...CallOption) (*Response[order.Order], error) {
 	return post[order.Order](ctx, c, "/v1/orders/"+url.PathEscape(id)+"/cancel", nil, opts)
 }

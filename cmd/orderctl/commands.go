@@ -177,11 +177,13 @@ func setupPay(fs *flag.FlagSet) func(context.Context, *session, []string) error 
 			in.Amount = n
 		}
 		res, err := s.c.PayOrder(ctx, id, in, s.callOpts()...)
-		s.keyUsed(res)
+		if res != nil {
+			s.g.key = res.IdempotencyKey
+		}
 		if err != nil {
 			return err
 		}
-		return s.printOrder(res, false)
+		return s.printPay(res)
 	}
 }
 

@@ -37,6 +37,32 @@ func (s *session) printOrder(res *client.Response[order.Order], detailed bool) e
 	return nil
 }
 
+// printPay prints the answer to a pay: the order's line and, for a 202
+// (a payment waiting on the customer or the bank), a second line with the
+// pending payment's status, intent id and next action; with --json the
+// whole body, payment member included.
+func (s *session) printPay(res *client.Response[client.PayResult]) error {
+	if s.g.json {
+		return s.printJSON(res.Value)
+	}
+	line := orderLine(res.Value.Order)
+	if res.Replayed {
+		line += " (replayed)"
+	}
+	fmt.Fprintln(s.stdout, line)
+	if p := res.Value.Payment; p != nil {
+		pl := fmt.Sprintf("  payment %s %s", p.Status, p.IntentID)
+		if na := p.NextAction; na != nil {
+			pl += " next action " + na.Type
+			if na.RedirectToURL != nil {
+				pl += " " + na.RedirectToURL.URL
+			}
+		}
+		fmt.Fprintln(s.stdout, pl+"; pay again with the same --idempotency-key to settle it")
+	}
+	return nil
+}
+
 // orderLine is the one-line summary of o, such as
 // "order ord_… RCVD 25.00 USD (2 items)".
 func orderLine(o order.Order) string {

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/orderly/orderly/paysim/simulator"
 )
 
 // TestRefund: orderctl refund refunds part of a fulfilled order under one
@@ -30,5 +32,36 @@ func TestRefund(t *testing.T) {
 	}
 	if n := s.env.Gateway.Refunds(id); n != 1 {
 		t.Fatalf("%d refunds at the provider, want 1", n)
+	}
+}
+
+// TestPayPendingShowsThePayment (issue 16): a pay that needs 3-D Secure
+// exits 0 and prints the order (RCVD) and its pending payment with the
+// next action; --json carries the payment member; after the customer
+// authenticates, the same key settles it PAID with one capture.
+func TestPayPendingShowsThePayment(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	id := s.create("cus_3ds")
+	out := s.ok("--idempotency-key", "pay-3ds", "pay", id, "--method", simulator.MethodThreeDSecure)
+	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "RCVD") ||
+		!strings.HasPrefix(lines[1], "  payment requires_action ") || !strings.Contains(lines[1], "next action redirect_to_url ") {
+		t.Fatalf("pending pay printed %q", out.stdout)
+	}
+	intent := strings.Fields(lines[1])[2]
+	js := s.ok("--json", "--idempotency-key", "pay-3ds", "pay", id, "--method", simulator.MethodThreeDSecure)
+	if !strings.Contains(js.stdout, `"intent_id": "`+intent+`"`) && !strings.Contains(js.stdout, `"intent_id":"`+intent+`"`) {
+		t.Fatalf("--json pending pay printed %q, want the payment member with intent %s", js.stdout, intent)
+	}
+	if err := s.env.Gateway.Authenticate(intent, true); err != nil {
+		t.Fatal(err)
+	}
+	out = s.ok("--idempotency-key", "pay-3ds", "pay", id, "--method", simulator.MethodThreeDSecure)
+	if _, state, _, _, _ := line(t, out.stdout); state != "PAID" || strings.Contains(out.stdout, "payment ") {
+		t.Fatalf("pay after authentication printed %q", out.stdout)
+	}
+	if n := s.env.Gateway.Captures(id); n != 1 {
+		t.Fatalf("%d captures, want 1", n)
 	}
 }

@@ -204,7 +204,9 @@ func (s *Sender) keyed(ctx context.Context, op *book.Op, inst int) book.Obs {
 	case book.KindCreate:
 		res, err = c.CreateOrder(ctx, *op.Create, key)
 	case book.KindPay:
-		res, err = c.PayOrder(ctx, op.Order.ID(), *op.Pay, key)
+		var pr *client.Response[client.PayResult]
+		pr, err = c.PayOrder(ctx, op.Order.ID(), *op.Pay, key)
+		res = payResponse(pr)
 	case book.KindFulfill:
 		res, err = c.FulfillOrder(ctx, op.Order.ID(), key)
 	case book.KindCancel:
@@ -440,3 +442,13 @@ func (s *Sender) getOnce(ctx context.Context, url, token string) (int, []byte, e
 
 // CloseIdle closes idle connections.
 func (s *Sender) CloseIdle() { s.raw.CloseIdleConnections() }
+
+// payResponse is a pay's answer as the storm's book records every answer:
+// the order (a 202's pending payment is not part of the book's model).
+func payResponse(pr *client.Response[client.PayResult]) *client.Response[order.Order] {
+	if pr == nil {
+		return nil
+	}
+	return &client.Response[order.Order]{Value: pr.Value.Order, StatusCode: pr.StatusCode, Header: pr.Header,
+		Replayed: pr.Replayed, IdempotencyKey: pr.IdempotencyKey, KeyExpiresAt: pr.KeyExpiresAt, Attempts: pr.Attempts}
+}
