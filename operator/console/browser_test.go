@@ -38,8 +38,12 @@ func TestBrowserResolveParkedAttempt(t *testing.T) {
 				t.Fatalf("overview counts %q attempts needing attention, want 1", got)
 			}
 			// Find the order by the client's idempotency key, open its timeline.
+			// The unfiltered list already shows #orders, so the wait is for the
+			// results page: its search box carries q as an attribute, which
+			// typing into the first page's box does not set.
 			do(t, ctx, chromedp.Navigate(base+"orders"), chromedp.SendKeys(chromedp.CSS("#q"), "pay-1"),
-				chromedp.Submit(chromedp.CSS("#search")), chromedp.WaitVisible(chromedp.CSS("#orders")))
+				chromedp.Submit(chromedp.CSS("#search")), chromedp.WaitVisible(chromedp.CSS(`#q[value="pay-1"]`)),
+				chromedp.WaitVisible(chromedp.CSS("#orders")))
 			if got := text(t, ctx, "#orders"); !strings.Contains(got, o.ID) {
 				t.Fatalf("search by idempotency key pay-1 = %q, want %s", got, o.ID)
 			}
