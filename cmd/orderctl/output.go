@@ -24,11 +24,7 @@ func (s *session) printOrder(res *client.Response[order.Order], detailed bool) e
 	if s.g.json {
 		return s.printJSON(res.Value)
 	}
-	line := orderLine(res.Value)
-	if res.Replayed {
-		line += " (replayed)"
-	}
-	fmt.Fprintln(s.stdout, line)
+	fmt.Fprintln(s.stdout, answerLine(res.Value, res.Replayed))
 	if detailed {
 		for _, it := range res.Value.Items {
 			fmt.Fprintf(s.stdout, "  %d × %s at %s\n", it.Quantity, it.SKU, money(it.UnitPrice, res.Value.Currency))
@@ -45,11 +41,7 @@ func (s *session) printPay(res *client.Response[client.PayResult]) error {
 	if s.g.json {
 		return s.printJSON(res.Value)
 	}
-	line := orderLine(res.Value.Order)
-	if res.Replayed {
-		line += " (replayed)"
-	}
-	fmt.Fprintln(s.stdout, line)
+	fmt.Fprintln(s.stdout, answerLine(res.Value.Order, res.Replayed))
 	if p := res.Value.Payment; p != nil {
 		pl := fmt.Sprintf("  payment %s %s", p.Status, p.IntentID)
 		if na := p.NextAction; na != nil {
@@ -61,6 +53,15 @@ func (s *session) printPay(res *client.Response[client.PayResult]) error {
 		fmt.Fprintln(s.stdout, pl+"; pay again with the same --idempotency-key to settle it")
 	}
 	return nil
+}
+
+// answerLine is o's line as an answer prints it: orderLine, with
+// " (replayed)" when the answer is a replay (Idempotency-Replayed: true).
+func answerLine(o order.Order, replayed bool) string {
+	if replayed {
+		return orderLine(o) + " (replayed)"
+	}
+	return orderLine(o)
 }
 
 // orderLine is the one-line summary of o, such as
