@@ -34,6 +34,11 @@ const (
 	// provider (issue 16); Refund says how much, and the order's totals
 	// after it. The order's state does not change; its version does.
 	OrderRefunded Type = "order.refunded"
+	// OrderCaptured: the authorization of an order paid with capture at
+	// fulfilment (ORDERD_CAPTURE=at_fulfilment, issue 16) was captured
+	// after the order shipped; Capture says how much. The order stays
+	// FULFILLED; its version moves on.
+	OrderCaptured Type = "order.captured"
 	// OperatorAction: an operator acted through the operator API (package
 	// operator): Action says who did what, why, when and to what. It is
 	// the audit event, written in the transaction of the action's effect.
@@ -42,7 +47,7 @@ const (
 
 // Types lists every event type, the order's in lifecycle order, then the
 // audit event.
-var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled, OrderRefunded, OperatorAction}
+var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled, OrderRefunded, OrderCaptured, OperatorAction}
 
 // Valid reports whether t is one of Types.
 func (t Type) Valid() bool { return slices.Contains(Types, t) }
@@ -93,6 +98,10 @@ type Event struct {
 	// Refunded is set on OrderCancelled only: whether the order's charge was
 	// refunded before it was cancelled.
 	Refunded *bool `json:"refunded,omitempty"`
+	// Voided is set on OrderCancelled only when the order's payment was an
+	// authorization (capture at fulfilment): true when it was voided at the
+	// provider (nothing was captured, nothing refunded).
+	Voided *bool `json:"voided,omitempty"`
 	// Order is the order as it was right after the change (absent from an
 	// OperatorAction event).
 	Order order.Order `json:"order,omitzero"`
@@ -100,6 +109,35 @@ type Event struct {
 	Action *Action `json:"action,omitempty"`
 	// Refund is set on OrderRefunded only.
 	Refund *Refund `json:"refund,omitempty"`
+	// Capture is set on OrderCaptured only.
+	Capture *Capture `json:"capture,omitempty"`
+}
+
+// Capture is what an OrderCaptured event reports: the capture's attempt
+// (ID, its provider key "<order id>/capture/1"), the provider's intent
+// (IntentID) and the amount captured, in minor units of Currency.
+type Capture struct {
+	ID       string `json:"id"`
+	IntentID string `json:"intent_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// ForCapture is the OrderCaptured event of capture c of o, o as it is after
+// the capture (its version moved on by one: the event's sequence).
+func ForCapture(o order.Order, c Capture, now time.Time) Event {
+	return Event{ID: NewID(), Type: OrderCaptured, TenantID: o.TenantID, OrderID: o.ID, OrderVersion: o.Version,
+		Sequence: o.Version, CreatedAt: now.UTC().Truncate(time.Microsecond), Order: o, Capture: &c}
+}
+
+// ForVoid is the OrderCancelled event of o, cancelled from PAID after its
+// authorization was voided (capture at fulfilment): Refunded false, Voided
+// true.
+func ForVoid(o order.Order, now time.Time) Event {
+	e := For(o, now)
+	f, t := false, true
+	e.Refunded, e.Voided = &f, &t
+	return e
 }
 
 // Refund is what an OrderRefunded event reports: the refund (ID, the

@@ -59,6 +59,37 @@ type Order struct {
 	// GET /v1/orders/{id} sets them; elsewhere they are nil and omitted.
 	AmountCaptured *int64 `json:"amount_captured,omitempty"`
 	AmountRefunded *int64 `json:"amount_refunded,omitempty"`
+	// Payment is the order's payment when it was only authorized at pay
+	// (capture at fulfilment, issue 16): its status and what can still be
+	// captured. Only GET /v1/orders/{id} sets it; nil (omitted) for a
+	// payment captured at pay.
+	Payment *Payment `json:"payment,omitempty"`
+}
+
+// Payment statuses of an authorization (Payment.Status).
+const (
+	// PaymentAuthorized: the money is held at the provider, not captured.
+	PaymentAuthorized = "authorized"
+	// PaymentCaptured: the authorization was captured (after shipping).
+	PaymentCaptured = "captured"
+	// PaymentVoided: the authorization was voided (a cancel, or a shipment
+	// refused for good); nothing was captured.
+	PaymentVoided = "voided"
+)
+
+// Payment is an order's authorization (capture at fulfilment): Status is
+// PaymentAuthorized, PaymentCaptured or PaymentVoided; IntentID the
+// provider's intent; AmountCapturable what can still be captured (minor
+// units: the amount while authorized, 0 after); CaptureBefore when the
+// provider releases an uncaptured hold (UTC; nil when it did not say);
+// CaptureAttention is true once the completer flagged the hold as close to
+// CaptureBefore (README "Capture at fulfilment").
+type Payment struct {
+	Status           string     `json:"status"`
+	IntentID         string     `json:"intent_id"`
+	AmountCapturable int64      `json:"amount_capturable"`
+	CaptureBefore    *time.Time `json:"capture_before,omitempty"`
+	CaptureAttention bool       `json:"capture_attention,omitempty"`
 }
 
 // NewOrderInput is what a client sends to create an order.

@@ -16,6 +16,13 @@ const (
 	AttemptCharge   AttemptKind = "charge"
 	AttemptShipment AttemptKind = "shipment"
 	AttemptRefund   AttemptKind = "refund"
+	// AttemptCapture captures an order's authorization after it shipped
+	// (capture at fulfilment, issue 16); provider key "<order id>/capture/1".
+	AttemptCapture AttemptKind = "capture"
+	// AttemptVoid voids an order's authorization (Gateway.Cancel of its
+	// intent) when it is cancelled or its shipment is refused for good;
+	// provider key "<order id>/void/1".
+	AttemptVoid AttemptKind = "void"
 )
 
 // AttemptStatus is where a provider attempt stands.

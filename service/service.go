@@ -77,7 +77,39 @@ const (
 	// abandoned one should not hold an open intent and the order's one open
 	// attempt for ever (README "Asynchronous payments").
 	DefaultPendingPaymentExpiry = time.Hour
+	// DefaultCaptureMargin is how long before an authorization's
+	// capture_before the completer flags it (README "Capture at
+	// fulfilment"): a day, so an operator has a working day to ship or
+	// cancel the order before Stripe releases the hold (7 days for online
+	// card payments, docs.stripe.com/payments/place-a-hold-on-a-payment-method).
+	DefaultCaptureMargin = 24 * time.Hour
 )
+
+// CaptureMode is when a deployment captures a payment (ORDERD_CAPTURE,
+// issue 16).
+type CaptureMode string
+
+// Capture modes.
+const (
+	// CaptureAtPay: a pay captures the money (the default; "" means the
+	// same).
+	CaptureAtPay CaptureMode = "at_pay"
+	// CaptureAtFulfilment: a pay only authorizes (a PaymentIntent with
+	// capture_method=manual, docs.stripe.com/payments/place-a-hold-on-a-payment-method);
+	// a fulfilment ships and then captures the whole amount; a cancel, or
+	// a shipment refused for good, voids the authorization.
+	CaptureAtFulfilment CaptureMode = "at_fulfilment"
+)
+
+// ParseCaptureMode returns the mode s names ("at_pay" or "at_fulfilment"),
+// or an error saying which are allowed.
+func ParseCaptureMode(s string) (CaptureMode, error) {
+	switch m := CaptureMode(s); m {
+	case CaptureAtPay, CaptureAtFulfilment:
+		return m, nil
+	}
+	return "", fmt.Errorf("must be %s or %s, not %q", CaptureAtPay, CaptureAtFulfilment, s)
+}
 
 // maxDecisions bounds how often a transition re-reads and decides again after
 // losing a compare-and-set race. Each lost race means another request moved
@@ -135,6 +167,17 @@ type Config struct {
 	// decides it (Stripe cancels processing only "in rare cases",
 	// docs.stripe.com/api/payment_intents/cancel).
 	PendingPaymentExpiry time.Duration
+	// Capture is when a pay's money is captured (default CaptureAtPay).
+	// The mode decides how a new pay charges; an order keeps the way it
+	// was paid (its authorization, store.CaptureStore) whatever the mode
+	// later is.
+	Capture CaptureMode
+	// CaptureMargin is how long before an authorization's capture_before
+	// the completer's pass flags it (FlagExpiringAuthorizations; default
+	// DefaultCaptureMargin, 24h): an error-level log line and the order's
+	// payment.capture_attention. It never captures early: capturing
+	// before shipping is what the mode exists to avoid.
+	CaptureMargin time.Duration
 	// Now is this instance's clock (default time.Now): order, attempt and
 	// event timestamps, and the hours-long ages compared with them
 	// (UnresolvedAfter). Leases, key expiry and every schedule another
@@ -192,6 +235,12 @@ func New(st store.Store, gw payment.Gateway, wh fulfillment.Warehouse, cfg Confi
 	}
 	if cfg.PendingPaymentExpiry <= 0 {
 		cfg.PendingPaymentExpiry = DefaultPendingPaymentExpiry
+	}
+	if cfg.Capture == "" {
+		cfg.Capture = CaptureAtPay
+	}
+	if cfg.CaptureMargin <= 0 {
+		cfg.CaptureMargin = DefaultCaptureMargin
 	}
 	if cfg.CompleterParallel <= 0 {
 		cfg.CompleterParallel = DefaultCompleterParallel

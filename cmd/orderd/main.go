@@ -114,7 +114,11 @@ type Config struct {
 	ProviderKeyMaxAge time.Duration
 	// PendingPaymentExpiry: service.Config's (issue 16).
 	PendingPaymentExpiry time.Duration
-	CompleterParallel    int
+	// Capture and CaptureMargin: service.Config's (issue 16, capture at
+	// fulfilment).
+	Capture           service.CaptureMode
+	CaptureMargin     time.Duration
+	CompleterParallel int
 	// GroupCommit coalesces concurrent creates (service.Config.GroupCommit).
 	GroupCommit bool
 	LogLevel    slog.Level
@@ -217,6 +221,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 		policy   = fs.String("idempotency-policy", string(idempotency.PolicyDerive), "without an Idempotency-Key: derive, require or off")
 		volatile = fs.String("volatile-fields", strings.Join(idempotency.DefaultVolatileFields, ","), "body members ignored by the fingerprint, comma-separated")
 		level    = fs.String("log-level", "info", "debug, info, warn or error")
+		capture  = fs.String("capture", string(service.CaptureAtPay), "when a pay's money is captured: at_pay, or at_fulfilment (a pay authorizes; a fulfilment ships, then captures; a cancel voids)")
 		replicas = fs.String("database-replica-urls", "", "postgres:// URLs of streaming replicas of -database-url, comma-separated; only GET /v1/orders and GET /v1/orders/{id} read from them")
 	)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (env ORDERD_ADDR)")
@@ -238,6 +243,7 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	fs.DurationVar(&c.CompleterInterval, "completer-interval", 5*time.Second, "how often the completer looks for abandoned requests")
 	fs.DurationVar(&c.ProviderKeyMaxAge, "provider-key-max-age", service.DefaultProviderKeyMaxAge, "age past which a provider idempotency key is never sent again (the attempt is resolved by reading the provider's object); keep it below the provider's key retention (Stripe: 24h)")
 	fs.DurationVar(&c.PendingPaymentExpiry, "pending-payment-expiry", service.DefaultPendingPaymentExpiry, "age past which a payment still waiting for the customer's 3-D Secure (requires_action) is cancelled at the provider and declined payment_expired")
+	fs.DurationVar(&c.CaptureMargin, "capture-margin", service.DefaultCaptureMargin, "with -capture at_fulfilment: how long before an authorization's capture_before the completer flags it for an operator")
 	fs.DurationVar(&c.UnresolvedAfter, "unresolved-after", service.DefaultUnresolvedAfter, "age past which a provider call whose outcome is still unknown is never retried but parked as needs_attention; keep it below the provider's key retention (Stripe: 24h)")
 	fs.IntVar(&c.CompleterParallel, "completer-parallel", service.DefaultCompleterParallel, "abandoned requests one completer pass drives at once")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired idempotency keys are swept")
@@ -280,6 +286,12 @@ func ParseConfig(args []string, stderr io.Writer) (_ Config, err error) {
 	}
 	if err := c.checkAdminAddr(); err != nil {
 		return c, err
+	}
+	if c.Capture, err = service.ParseCaptureMode(*capture); err != nil {
+		return c, fmt.Errorf("-capture (ORDERD_CAPTURE) %w", err)
+	}
+	if c.CaptureMargin <= 0 {
+		return c, errors.New("-capture-margin (ORDERD_CAPTURE_MARGIN) must be positive")
 	}
 	c.Policy = idempotency.Policy(*policy)
 	if !c.Policy.Valid() {
@@ -712,8 +724,8 @@ func build(ctx context.Context, c Config, tel *telemetry) (_ *app, err error) {
 		KeyTTL: c.KeyTTL, DerivedKeyTTL: c.DerivedKeyTTL, TombstoneTTL: c.TombstoneTTL,
 		LeaseDuration: c.LeaseDuration, MaxWait: c.MaxWait, Logger: log,
 		GroupCommit: c.GroupCommit, UnresolvedAfter: c.UnresolvedAfter, ProviderKeyMaxAge: c.ProviderKeyMaxAge, CompleterParallel: c.CompleterParallel,
-		PendingPaymentExpiry: c.PendingPaymentExpiry,
-		Observer:             observe.NewObserver(tel.metrics, tel.tp),
+		PendingPaymentExpiry: c.PendingPaymentExpiry, Capture: c.Capture, CaptureMargin: c.CaptureMargin,
+		Observer: observe.NewObserver(tel.metrics, tel.tp),
 	})
 	a := &app{st: st, svc: svc, workers: startBackground(ctx)}
 	defer func() {

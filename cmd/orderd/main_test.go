@@ -23,6 +23,7 @@ import (
 
 	"github.com/orderly/orderly/internal/proctest"
 	"github.com/orderly/orderly/operator"
+	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store/pgtest"
 )
 
@@ -207,6 +208,21 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("commands root %q, duplicate window %s", c.CommandsRoot, c.CommandsDuplicateWindow)
 		}
 	})
+	t.Run("capture mode", func(t *testing.T) {
+		c, err := ParseConfig(nil, io.Discard)
+		if err != nil || c.Capture != service.CaptureAtPay || c.CaptureMargin != service.DefaultCaptureMargin {
+			t.Fatalf("default capture = %q, margin %s, err %v; want at_pay, 24h", c.Capture, c.CaptureMargin, err)
+		}
+		t.Setenv("ORDERD_CAPTURE", "at_fulfilment")
+		if c, err = ParseConfig(nil, io.Discard); err != nil || c.Capture != service.CaptureAtFulfilment {
+			t.Fatalf("ORDERD_CAPTURE=at_fulfilment: capture = %q, err %v", c.Capture, err)
+		}
+		t.Setenv("ORDERD_CAPTURE", "later")
+		_, err = ParseConfig(nil, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "-capture (ORDERD_CAPTURE) must be at_pay or at_fulfilment, not \"later\"") {
+			t.Fatalf("ORDERD_CAPTURE=later: err = %v", err)
+		}
+	})
 	t.Run("environment", func(t *testing.T) {
 		t.Setenv("ORDERD_API_KEYS", "acme:sk_live_acme_123,globex:sk_live_globex_456")
 		t.Setenv("ORDERD_IDEMPOTENCY_POLICY", "require")
@@ -242,6 +258,8 @@ func TestParseConfig(t *testing.T) {
 	}
 	for name, args := range map[string][]string{
 		"bad policy":                      {"-idempotency-policy", "maybe"},
+		"bad capture mode":                {"-capture", "at_shipping"},
+		"zero capture margin":             {"-capture-margin", "0s"},
 		"short api key":                   {"-api-keys", "acme:short"},
 		"missing tenant":                  {"-api-keys", ":sk_live_acme_123"},
 		"not postgres url":                {"-database-url", "mysql://x"},
