@@ -64,6 +64,7 @@ var problems = map[apperr.Code]problemKind{
 	apperr.EFulfillmentRejected:   {http.StatusUnprocessableEntity, "Fulfillment rejected", 0},
 	apperr.ERefundRejected:        {http.StatusUnprocessableEntity, "Refund rejected", 0},
 	apperr.ERefundExceedsCaptured: {http.StatusConflict, "Refund exceeds the captured amount", 0},
+	apperr.ENotCaptured:           {http.StatusConflict, "Payment not captured", 0},
 	apperr.EKeyReused:             {http.StatusUnprocessableEntity, "Idempotency key reused", 0},
 	apperr.EKeyInProgress:         {http.StatusConflict, "Request in progress", 1},
 	apperr.EKeyExpired:            {http.StatusUnprocessableEntity, "Idempotency key expired", 0},

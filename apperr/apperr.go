@@ -34,6 +34,10 @@ const (
 	// ERefundExceedsCaptured: a partial refund would take the order's
 	// refunds (settled or in flight) above what was captured (issue 16).
 	ERefundExceedsCaptured Code = "refund_exceeds_captured"
+	// ENotCaptured: a partial refund of an order whose payment is only
+	// authorized (capture at fulfilment, issue 16): nothing was captured
+	// yet, so nothing can be refunded; cancel the order to void it (409).
+	ENotCaptured Code = "payment_not_captured"
 	// EKeyReused: an idempotency key was reused with a different request
 	// fingerprint (422, draft-ietf-httpapi-idempotency-key-header §2.7).
 	EKeyReused Code = "idempotency_key_reused"

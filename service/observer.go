@@ -69,6 +69,10 @@ const (
 	// ProviderCancel cancels a pending payment's intent (an order
 	// cancelled while its payment waits, or the payment expired).
 	ProviderCancel ProviderOp = "cancel"
+	// ProviderCapture captures an authorization after its order shipped;
+	// ProviderVoid voids one (capture at fulfilment, issue 16).
+	ProviderCapture ProviderOp = "capture"
+	ProviderVoid    ProviderOp = "void"
 )
 
 // ProviderOutcome classes the answer of a provider call, as the three

@@ -168,6 +168,11 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 		_, err := s.completeFinal(ctx, rec, lease, o, apperr.Errorf(apperr.EInvalidTransition,
 			"order %s is %s; only a PAID or FULFILLED order can be refunded", o.ID, st), nil, nil)
 		return keyed, err
+	case errors.Is(err, store.ErrRefundExceedsCaptured) && t.Captured == 0 && s.uncaptured(ctx, o):
+		_, err := s.completeFinal(ctx, rec, lease, o, apperr.Errorf(apperr.ENotCaptured,
+			"order %s's payment is authorized, not captured (it is captured when the order ships); nothing can be refunded yet — cancel the order to void it",
+			o.ID), nil, nil)
+		return keyed, err
 	case errors.Is(err, store.ErrRefundExceedsCaptured):
 		_, err := s.completeFinal(ctx, rec, lease, o, apperr.Errorf(apperr.ERefundExceedsCaptured,
 			"a refund of %s would take the order's refunds to %s, above the %s captured",
@@ -322,8 +327,14 @@ func (s *Service) paidChargeKey(ctx context.Context, o order.Order, version int6
 // cancel refunds what partial refunds left).
 func (s *Service) withRefunds(ctx context.Context, o *order.Order) error {
 	var captured, refunded int64
+	authorized, err := s.withAuthorization(ctx, o)
+	if err != nil {
+		return err
+	}
 	switch {
 	case o.PaidAt == nil:
+	case authorized && o.Payment.Status != string(store.AuthCaptured):
+		// Only authorized (or voided): nothing captured, nothing refunded.
 	case o.State == order.Cancelled:
 		captured, refunded = o.Amount, o.Amount
 	default:
@@ -338,4 +349,16 @@ func (s *Service) withRefunds(ctx context.Context, o *order.Order) error {
 	}
 	o.AmountCaptured, o.AmountRefunded = &captured, &refunded
 	return nil
+}
+
+// uncaptured reports whether order o's payment is an authorization that is
+// not captured (capture at fulfilment): authorized, voided, or captured by
+// nothing yet.
+func (s *Service) uncaptured(ctx context.Context, o order.Order) bool {
+	cs, ok := s.store.(store.CaptureStore)
+	if !ok {
+		return false
+	}
+	a, err := cs.GetAuthorization(ctx, o.TenantID, o.ID)
+	return err == nil && a.Status != store.AuthCaptured
 }

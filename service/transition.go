@@ -54,7 +54,14 @@ func (s *Service) Fulfill(ctx context.Context, c Call) (Result, error) {
 // Errors: ENotFound, EInvalidTransition, EKeyReused, EKeyExpired,
 // EKeyInProgress, EUnavailable.
 func (s *Service) Cancel(ctx context.Context, c Call) (Result, error) {
-	return s.leased(ctx, c, order.EventCancel, nil, s.refundEffect())
+	eff := s.refundEffect()
+	if s.cfg.Capture == CaptureAtFulfilment {
+		// A PAID order's payment may be an authorization, which is voided
+		// rather than refunded: phase 1 records no refund attempt, and
+		// the decision records the void or the refund.
+		eff.intent = func(string, time.Time) store.Intent { return store.Intent{} }
+	}
+	return s.leased(ctx, c, order.EventCancel, nil, eff)
 }
 
 // effect is the provider side of an event: from which state the event calls
@@ -97,6 +104,9 @@ type callResult struct {
 	// code, if set, is the error code a declined attempt records instead of
 	// err's (payment_expired, canceled).
 	code string
+	// authorized is the intent of a charge that only authorized (capture
+	// at fulfilment): its phase 3 records the authorization.
+	authorized *payment.Intent
 }
 
 // operations maps an event to the operation its key is claimed for.
@@ -220,6 +230,12 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 				}
 			}
 		}
+		if prior != nil && prior.ProviderKey == rec.AttemptKey && prior.Status.Open() &&
+			(prior.Kind == payment.AttemptCapture || prior.Kind == payment.AttemptVoid) {
+			// A resumed key that holds a capture or a void (capture at
+			// fulfilment): its shipment or cancel is decided; finish it.
+			return s.resumeAuthStep(ctx, rec, lease, o, *prior)
+		}
 		if prior != nil && prior.ProviderKey == rec.AttemptKey {
 			// A resumed key whose attempt another holder settled meanwhile
 			// (a decline, a refusal) ends with that attempt's outcome: its
@@ -250,6 +266,21 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			return res, err
 		}
 		next := o.Apply(d.To, now)
+		if ev == order.EventCancel && d.From == order.Paid {
+			// An order whose payment is only authorized is voided, never
+			// refunded (capture at fulfilment).
+			auth, ok, err := s.authorization(ctx, o)
+			if err != nil {
+				return s.release(ctx, rec, lease, idempotency.StateRetryableFailure, carry, err)
+			}
+			if ok {
+				res, err, again := s.cancelAuthorized(ctx, rec, lease, o, auth)
+				if again {
+					continue
+				}
+				return res, err
+			}
+		}
 		a := eff.attempt(o, d, now)
 		if a == nil && ev == order.EventCancel && d.From == order.Received {
 			// A pay of this version may be waiting for the customer or the
@@ -342,7 +373,21 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 		switch r.class {
 		case succeeded:
 			upd.Status = payment.AttemptSucceeded
-			res, err := s.completeOK(ctx, rec, lease, next, &next, upd)
+			if ev == order.EventFulfill {
+				auth, ok, err := s.authorization(ctx, o)
+				if err != nil {
+					return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, err)
+				}
+				if ok {
+					res, err, again := s.shippedThenCapture(ctx, rec, lease, o, next, upd, auth)
+					if again {
+						carry = upd
+						continue
+					}
+					return res, err
+				}
+			}
+			res, err := s.completeOK(ctx, rec, lease, next, &next, upd, s.putAuthorization(next, stored.ProviderKey, r.authorized))
 			s.observeTransition(ev, o.State, next.State, err)
 			if errors.Is(err, store.ErrVersionConflict) {
 				// Another request moved the order; the effect stands and
@@ -366,6 +411,16 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 			return res, err
 		case rejected:
 			upd.Status, upd.ErrorCode = payment.AttemptRejected, string(r.err.Code)
+			if ev == order.EventFulfill {
+				// A shipment refused for good of an order whose payment is
+				// only authorized: the authorization is voided and the
+				// order cancelled (capture at fulfilment).
+				if auth, ok, err := s.authorization(ctx, o); err != nil {
+					return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, upd, err)
+				} else if ok {
+					return s.shipRefusedThenVoid(ctx, rec, lease, o, upd, auth)
+				}
+			}
 			return s.completeFinal(ctx, rec, lease, o, r.err, nil, upd)
 		case unknown:
 			upd.Status = payment.AttemptUnknown
@@ -446,9 +501,9 @@ func (s *Service) settled(a payment.Attempt) callResult {
 
 // completeOK completes the key with a success for o (with next as the
 // compare-and-set, if set).
-func (s *Service) completeOK(ctx context.Context, rec idempotency.Record, lease store.Lease, o order.Order, next *order.Order, upd *store.AttemptUpdate) (Result, error) {
+func (s *Service) completeOK(ctx context.Context, rec idempotency.Record, lease store.Lease, o order.Order, next *order.Order, upd *store.AttemptUpdate, extra ...func(store.Executor) error) (Result, error) {
 	out := idempotency.Record{ResourceID: o.ID}
-	if err := s.finish(ctx, lease, &out, "", next, upd); err != nil {
+	if err := s.finish(ctx, lease, &out, "", next, upd, extra...); err != nil {
 		s.observeFencing(rec.Operation, err)
 		if errors.Is(err, store.ErrVersionConflict) || errors.Is(err, store.ErrAttemptInFlight) {
 			return Result{}, err
@@ -492,8 +547,9 @@ func (s *Service) release(ctx context.Context, rec idempotency.Record, lease sto
 // completed with out (or, when out is nil, released to the state to); next,
 // if set, is written as a compare-and-set that no other open attempt may
 // overlap, with its event appended to the outbox; upd, if set, settles its
-// attempt. On PostgreSQL this is one round trip and one commit.
-func (s *Service) finish(ctx context.Context, lease store.Lease, out *idempotency.Record, to idempotency.State, next *order.Order, upd *store.AttemptUpdate) error {
+// attempt; extra, each if non-nil, writes more in the same transaction (an
+// authorization). On PostgreSQL this is one round trip and one commit.
+func (s *Service) finish(ctx context.Context, lease store.Lease, out *idempotency.Record, to idempotency.State, next *order.Order, upd *store.AttemptUpdate, extra ...func(store.Executor) error) error {
 	return s.store.InTx(ctx, func(tx store.Executor) error {
 		if out != nil {
 			if err := tx.CompleteKey(ctx, lease, *out); err != nil {
@@ -512,6 +568,14 @@ func (s *Service) finish(ctx context.Context, lease store.Lease, out *idempotenc
 			}
 			// The outbox: the change's event commits with it or not at all.
 			if err := tx.AppendEvent(ctx, event.For(*next, s.cfg.Now())); err != nil {
+				return err
+			}
+		}
+		for _, x := range extra {
+			if x == nil {
+				continue
+			}
+			if err := x(tx); err != nil {
 				return err
 			}
 		}
@@ -616,7 +680,7 @@ func (s *Service) charge(ctx context.Context, rec idempotency.Record, a payment.
 		r := s.provider(ctx, ProviderPrepare, func(ctx context.Context) callResult {
 			var err error
 			in, err = s.gateway.Prepare(ctx, payment.PrepareRequest{IdempotencyKey: prepareKey, Reference: ref,
-				Amount: a.Amount, Currency: a.Currency})
+				Amount: a.Amount, Currency: a.Currency, CaptureMode: s.captureMode()})
 			if err != nil {
 				return s.classifyIntent(payment.Intent{}, err)
 			}
@@ -848,7 +912,7 @@ func (s *Service) cancelAwaiting(ctx context.Context, rec idempotency.Record, le
 		return res, err, false
 	case succeeded:
 		upd.Status, upd.ProviderRef = payment.AttemptSucceeded, r.ref
-		err := s.settleAwaiting(ctx, o.Apply(order.Paid, now), *upd)
+		err := s.settleAwaiting(ctx, o.Apply(order.Paid, now), *upd, r.authorized)
 		if err == nil || errors.Is(err, store.ErrVersionConflict) {
 			s.cfg.Logger.Info("a pending payment succeeded before its order's cancel; it is refunded", "order_id", o.ID,
 				"provider_key", ca.ProviderKey)
@@ -874,10 +938,17 @@ func (s *Service) cancelAwaiting(ctx context.Context, rec idempotency.Record, le
 // transaction: the compare-and-set of a request's phase 3, allowed only
 // while that attempt is the order's one open attempt. ErrVersionConflict
 // says another request moved the order first.
-func (s *Service) settleAwaiting(ctx context.Context, next order.Order, upd store.AttemptUpdate) error {
+func (s *Service) settleAwaiting(ctx context.Context, next order.Order, upd store.AttemptUpdate, authorized ...*payment.Intent) error {
 	return s.store.InTx(ctx, func(tx store.Executor) error {
 		if err := tx.CompareAndSetOrder(ctx, next, upd.ProviderKey); err != nil {
 			return err
+		}
+		for _, in := range authorized {
+			if put := s.putAuthorization(next, upd.ProviderKey, in); put != nil {
+				if err := put(tx); err != nil {
+					return err
+				}
+			}
 		}
 		if err := tx.AppendEvent(ctx, event.For(next, upd.At)); err != nil {
 			return err
@@ -916,7 +987,7 @@ func (s *Service) supersede(ctx context.Context, o order.Order, a payment.Attemp
 	default:
 		return false
 	}
-	err = s.settleAwaiting(ctx, next, upd)
+	err = s.settleAwaiting(ctx, next, upd, r.authorized)
 	if err != nil && !errors.Is(err, store.ErrVersionConflict) {
 		s.cfg.Logger.Warn("could not settle a superseded pending payment", "order_id", o.ID, "provider_key", ca.ProviderKey, "err", err)
 		return false
@@ -952,6 +1023,10 @@ func (s *Service) classifyIntent(in payment.Intent, err error) callResult {
 	switch {
 	case err == nil && in.Status == payment.IntentSucceeded:
 		return callResult{class: succeeded, ref: in.ID}
+	case err == nil && in.Status == payment.IntentRequiresCapture:
+		// Authorized (capture at fulfilment): the pay succeeded; the money
+		// is held until the fulfilment captures it.
+		return callResult{class: succeeded, ref: in.ID, authorized: &in}
 	case err == nil && in.Status == payment.IntentCanceled:
 		return callResult{class: declined, err: apperr.Errorf(apperr.EDeclined, "the payment was declined: canceled")}
 	case err == nil && in.LastDecline != nil:

@@ -35,6 +35,11 @@ func (s *Service) RecoverAbandoned(ctx context.Context, limit int) (taken int, f
 			s.obs.CompleterPass(time.Since(start), taken, b, ok)
 		}
 	}()
+	if s.cfg.Capture == CaptureAtFulfilment {
+		if _, err := s.FlagExpiringAuthorizations(ctx, limit); err != nil {
+			return 0, err
+		}
+	}
 	for taken < limit && time.Since(start) < s.cfg.LeaseDuration && ctx.Err() == nil {
 		leaseEnd := time.Now().Add(s.cfg.LeaseDuration) // before the database starts the leases
 		recs, err := s.store.TakeOverAbandoned(ctx, store.TakeOver{Lease: s.cfg.LeaseDuration,
@@ -91,6 +96,13 @@ func (s *Service) recoverKey(ctx context.Context, rec idempotency.Record, leaseE
 		ev, eff = order.EventFulfill, s.shipEffect()
 	case payment.AttemptRefund:
 		ev, eff = order.EventCancel, s.refundEffect()
+	case payment.AttemptCapture, payment.AttemptVoid:
+		// Capture at fulfilment: the key's shipment or cancel is decided,
+		// its capture or void is finished (drive resumes it).
+		ev, eff = order.EventFulfill, s.shipEffect()
+		if a.Kind == payment.AttemptVoid && rec.Operation == idempotency.OpCancel {
+			ev, eff = order.EventCancel, s.refundEffect()
+		}
 	}
 	_, err = s.drive(ctx, rec, leaseEnd, ev, nil, eff, nil)
 	s.cfg.Logger.Info("completer finished an abandoned request", "order_id", rec.ResourceID,
