@@ -28,7 +28,7 @@ func Open(dir, name string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(cachingConnector{base})
+	db := sql.OpenDB(newCachingConnector(base))
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(0)
