@@ -9,10 +9,12 @@ import (
 	"github.com/orderly/orderly/store"
 )
 
-// Group commit defaults (Config.GroupCommitMaxBatch, GroupCommitWorkers).
+// Group commit defaults (Config.GroupCommitMaxBatch, GroupCommitWorkers):
+// two groups in flight, one on a store.SerialWriter.
 const (
-	DefaultGroupCommitMaxBatch = 64
-	DefaultGroupCommitWorkers  = 2
+	DefaultGroupCommitMaxBatch      = 64
+	DefaultGroupCommitWorkers       = 2
+	DefaultSerialGroupCommitWorkers = 1
 )
 
 // groupTimeout bounds one group's transaction. The requests in it keep their
@@ -37,6 +39,7 @@ const groupTimeout = 15 * time.Second
 type groupCommit struct {
 	store    store.Store
 	max      int
+	n        int // workers
 	in       chan *createCall
 	done     chan struct{}
 	workers  sync.WaitGroup
@@ -63,8 +66,15 @@ func newGroupCommit(st store.Store, maxBatch, workers int) *groupCommit {
 	}
 	if workers <= 0 {
 		workers = DefaultGroupCommitWorkers
+		if _, serial := st.(store.SerialWriter); serial {
+			// A second worker would gather its group at once and then
+			// wait for the first's write; one worker gathers every create
+			// that arrived during that write (on SQLite at 16 clients,
+			// groups of 6–7 instead of 4–5, BENCHMARKS.md).
+			workers = DefaultSerialGroupCommitWorkers
+		}
 	}
-	g := &groupCommit{store: st, max: maxBatch, in: make(chan *createCall), done: make(chan struct{})}
+	g := &groupCommit{store: st, max: maxBatch, n: workers, in: make(chan *createCall), done: make(chan struct{})}
 	for range workers {
 		g.workers.Add(1)
 		go g.work()

@@ -367,3 +367,30 @@ func TestGroupCommitReportsStages(t *testing.T) {
 		})
 	}
 }
+
+// A store whose writes run one at a time (store.SerialWriter: SQLite) gets
+// one group-commit worker by default; another store two; a configured
+// count is kept.
+func TestGroupCommitWorkersFollowTheStore(t *testing.T) {
+	st := openStore(t, "sqlite")
+	hidden := struct{ store.Store }{st} // not a SerialWriter
+	for _, c := range []struct {
+		name    string
+		st      store.Store
+		workers int
+		want    int
+	}{
+		{"serial store, default", st, 0, DefaultSerialGroupCommitWorkers},
+		{"other store, default", hidden, 0, DefaultGroupCommitWorkers},
+		{"serial store, configured", st, 3, 3},
+	} {
+		g := newGroupCommit(c.st, 0, c.workers)
+		if g.n != c.want {
+			t.Errorf("%s: %d workers, want %d", c.name, g.n, c.want)
+		}
+		g.close()
+	}
+	if DefaultSerialGroupCommitWorkers != 1 {
+		t.Errorf("DefaultSerialGroupCommitWorkers = %d, want 1", DefaultSerialGroupCommitWorkers)
+	}
+}

@@ -192,7 +192,8 @@ type Config struct {
 	// GroupCommitMaxBatch bounds a group's size (default 64).
 	GroupCommitMaxBatch int
 	// GroupCommitWorkers is how many groups may be in flight at once
-	// (default 2); each waits for nothing but the previous group.
+	// (default 2, and 1 on a store.SerialWriter, whose writes run one at a
+	// time anyway); each waits for nothing but the previous group.
 	GroupCommitWorkers int
 	// Observer is told what the service does, for metrics and traces
 	// (default: nothing is observed).

@@ -470,6 +470,18 @@ type Store interface {
 	Close() error
 }
 
+// SerialWriter is implemented by a Store that runs one write transaction
+// at a time in this process (the embedded SQLite store: SQLite has one
+// writer per file). A second group of creates in flight there only waits
+// for the first, so the service's group commit runs one worker by default,
+// which gathers every create that arrived during the previous group's
+// write into the next.
+type SerialWriter interface {
+	Store
+	// SerialWrites marks the store; it does nothing.
+	SerialWrites()
+}
+
 // ReadHolder reads, through e, the record that holds the key (tenantID,
 // keyHash) and the current state of the order it names (nil when it names
 // none, or the order is gone). Stores use it when a claim lost to a row

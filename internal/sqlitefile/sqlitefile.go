@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 )
 
 // Open opens (creating dir and the file if needed) the database file name in
-// dir. The caller applies its schema and closes the handle.
+// dir. The caller applies its schema and closes the handle. Each connection
+// keeps the statements it runs prepared (cachingConn), so a query string is
+// parsed once per connection.
 func Open(dir, name string) (*sql.DB, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -22,10 +24,11 @@ func Open(dir, name string) (*sql.DB, error) {
 	}
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + filepath.ToSlash(filepath.Join(dir, name)) + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	base, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
+	db := sql.OpenDB(newCachingConnector(base))
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(0)

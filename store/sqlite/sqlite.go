@@ -38,7 +38,11 @@ type Store struct {
 	unlock func() error // releases the data directory's lock
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.SerialWriter = (*Store)(nil)
+
+// SerialWrites implements store.SerialWriter: SQLite runs one write
+// transaction at a time (writers queue on sqlitefile's write slot).
+func (s *Store) SerialWrites() {}
 
 // Option configures Open.
 type Option func(*executor)
