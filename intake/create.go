@@ -1,7 +1,7 @@
 package intake
 
 import (
-	"fmt"
+	"strconv"
 
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/order"
@@ -48,19 +48,19 @@ func (b createBody) input() (order.NewOrderInput, error) {
 	} else {
 		in.Items = make([]order.Item, len(*b.Items))
 		for i, it := range *b.Items {
-			p := fmt.Sprintf("items[%d]", i)
+			p := func(member string) string { return "items[" + strconv.Itoa(i) + "]" + member } // named only on an error
 			if it.SKU == nil {
-				required(p+".sku", "")
+				required(p(".sku"), "")
 			} else {
 				in.Items[i].SKU = *it.SKU
 			}
 			if it.Quantity == nil {
-				required(p+".quantity", "")
+				required(p(".quantity"), "")
 			} else {
 				in.Items[i].Quantity = *it.Quantity
 			}
 			if it.UnitPrice == nil {
-				required(p+".unit_price", " (minor currency units)")
+				required(p(".unit_price"), " (minor currency units)")
 			} else {
 				in.Items[i].UnitPrice = *it.UnitPrice
 			}

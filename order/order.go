@@ -3,6 +3,7 @@ package order
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -130,15 +131,15 @@ func New(tenantID string, in NewOrderInput, now time.Time) (Order, error) {
 	var amount int64
 	overflow := false
 	for i, it := range in.Items {
-		p := fmt.Sprintf("items[%d]", i)
+		p := func(member string) string { return "items[" + strconv.Itoa(i) + "]" + member } // named only on an error
 		if reason := TextReason(it.SKU, MaxSKULength); reason != "" {
-			bad(p+".sku", reason)
+			bad(p(".sku"), reason)
 		}
 		if it.Quantity < 1 || it.Quantity > MaxQuantity {
-			bad(p+".quantity", fmt.Sprintf("must be between 1 and %d", MaxQuantity))
+			bad(p(".quantity"), fmt.Sprintf("must be between 1 and %d", MaxQuantity))
 		}
 		if it.UnitPrice < 0 || it.UnitPrice > MaxAmount {
-			bad(p+".unit_price", "must be from 0 to 2^53-1 (minor currency units)")
+			bad(p(".unit_price"), "must be from 0 to 2^53-1 (minor currency units)")
 		}
 		if it.Quantity >= 1 && it.Quantity <= MaxQuantity && it.UnitPrice >= 0 && it.UnitPrice <= MaxAmount && !overflow {
 			if it.UnitPrice != 0 && it.Quantity > math.MaxInt64/it.UnitPrice {

@@ -165,6 +165,16 @@ func (g *groupCommit) write(group []*createCall) {
 		}
 		defer func() { g.stages.GroupCommit(len(group), start.Sub(oldest), time.Since(start)) }()
 	}
+	if len(group) == 1 {
+		// A lone create (an idle or lightly loaded server): the store's
+		// one-create statement, which binds scalars where CreateOrders
+		// binds a one-element array per column and reads the holders in a
+		// second statement (issue 19: a third of a lone create's or
+		// replay's allocations). Same answer, same round trip and commit.
+		h, err := g.store.CreateOrder(ctx, group[0].req.Key, group[0].req.Order)
+		group[0].done <- createResult{h, err}
+		return
+	}
 	held, err := g.store.CreateOrders(ctx, unique)
 	if err != nil {
 		// The group failed as a whole: each create on its own, in arrival

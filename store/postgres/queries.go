@@ -462,9 +462,15 @@ WITH input AS (
 SELECT 1`
 
 // readHolders reads the keys ($1 tenants, $2 key hashes) with their orders,
-// and the database's clock.
+// and the database's clock, except the keys this transaction wrote (xmin,
+// as heldHere): in CreateOrders' batch those are the keys claimMany claimed
+// (and returned) a statement before, whose holder nobody reads, so a new
+// create scans no key or order row a second time. A key that vanished
+// between the claim and this read is absent either way (CreateOrders
+// claims it again alone).
 var readHolders = `
 SELECT orderly_now(), ` + prefixed("k.", keyColumns) + `, ` + prefixed("o.", orderColumns) + `
 FROM unnest($1::text[], $2::text[]) AS want(tenant_id, key_hash)
 JOIN idempotency_keys k ON k.tenant_id = want.tenant_id AND k.key_hash = want.key_hash
-LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id`
+LEFT JOIN orders o ON o.tenant_id = k.tenant_id AND o.id = k.resource_id
+WHERE k.xmin IS DISTINCT FROM pg_current_xact_id_if_assigned()::xid`

@@ -4,21 +4,26 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/orderly/orderly/apperr"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
 )
 
-// The scanners below hold one row's columns as pointers, so the same code
-// reads a row that must exist and the NULL side of an outer join.
+// The scanners below hold one row's columns as pgtype values (Valid false
+// for NULL), so the same code reads a row that must exist and the NULL side
+// of an outer join. Value types, not pointers: pgx scans them without
+// allocating the value or wrapping a pointer-to-pointer plan per column
+// (issue 19: most of a replay's allocations were these).
 
 // orderCols scans orderColumns.
 type orderCols struct {
-	id, tenant, customer, currency, state *string
+	id, tenant, customer, currency, state pgtype.Text
 	items                                 []byte
-	amount, version                       *int64
-	created, paid, fulfilled, cancelled   *time.Time
+	amount, version                       pgtype.Int8
+	created, paid, fulfilled, cancelled   pgtype.Timestamptz
 }
 
 func (c *orderCols) targets() []any {
@@ -28,12 +33,12 @@ func (c *orderCols) targets() []any {
 
 // order returns the scanned order, or nil when the columns were NULL.
 func (c *orderCols) order() (*order.Order, error) {
-	if c.id == nil {
+	if !c.id.Valid {
 		return nil, nil
 	}
-	o := order.Order{ID: *c.id, TenantID: deref(c.tenant), CustomerID: deref(c.customer),
-		Currency: deref(c.currency), Amount: deref(c.amount), State: order.State(deref(c.state)),
-		Version: deref(c.version), CreatedAt: utc(deref(c.created)),
+	o := order.Order{ID: c.id.String, TenantID: c.tenant.String, CustomerID: c.customer.String,
+		Currency: c.currency.String, Amount: c.amount.Int64, State: order.State(c.state.String),
+		Version: c.version.Int64, CreatedAt: utcOf(c.created),
 		PaidAt: utcPtr(c.paid), FulfilledAt: utcPtr(c.fulfilled), CancelledAt: utcPtr(c.cancelled)}
 	if err := json.Unmarshal(c.items, &o.Items); err != nil {
 		return nil, err
@@ -43,11 +48,11 @@ func (c *orderCols) order() (*order.Order, error) {
 
 // keyCols scans keyColumns.
 type keyCols struct {
-	tenant, keyHash, fingerprint, state                  *string
-	operation, resource, code, detail, recovery, attempt *string
-	derived                                              *bool
-	token                                                *int64
-	locked, created, expires, tombstone                  *time.Time
+	tenant, keyHash, fingerprint, state                  pgtype.Text
+	operation, resource, code, detail, recovery, attempt pgtype.Text
+	derived                                              pgtype.Bool
+	token                                                pgtype.Int8
+	locked, created, expires, tombstone                  pgtype.Timestamptz
 }
 
 func (c *keyCols) targets() []any {
@@ -58,26 +63,26 @@ func (c *keyCols) targets() []any {
 
 // record returns the scanned key, and false when the columns were NULL.
 func (c *keyCols) record() (idempotency.Record, bool) {
-	if c.keyHash == nil {
+	if !c.keyHash.Valid {
 		return idempotency.Record{}, false
 	}
 	return idempotency.Record{
-		TenantID: deref(c.tenant), KeyHash: *c.keyHash, Fingerprint: deref(c.fingerprint),
-		Derived: deref(c.derived), State: idempotency.State(deref(c.state)),
-		Operation: idempotency.Operation(deref(c.operation)), ResourceID: deref(c.resource),
-		ErrorCode: apperr.Code(deref(c.code)), ErrorDetail: deref(c.detail),
-		LockedUntil: utc(deref(c.locked)), FencingToken: deref(c.token),
-		RecoveryPoint: idempotency.RecoveryPoint(deref(c.recovery)), AttemptKey: deref(c.attempt),
-		CreatedAt: utc(deref(c.created)), ExpiresAt: utc(deref(c.expires)), TombstoneUntil: utc(deref(c.tombstone)),
+		TenantID: c.tenant.String, KeyHash: c.keyHash.String, Fingerprint: c.fingerprint.String,
+		Derived: c.derived.Bool, State: idempotency.State(c.state.String),
+		Operation: idempotency.Operation(c.operation.String), ResourceID: c.resource.String,
+		ErrorCode: apperr.Code(c.code.String), ErrorDetail: c.detail.String,
+		LockedUntil: utcOf(c.locked), FencingToken: c.token.Int64,
+		RecoveryPoint: idempotency.RecoveryPoint(c.recovery.String), AttemptKey: c.attempt.String,
+		CreatedAt: utcOf(c.created), ExpiresAt: utcOf(c.expires), TombstoneUntil: utcOf(c.tombstone),
 	}, true
 }
 
 // attemptCols scans attemptColumns.
 type attemptCols struct {
-	key, tenant, orderID, kind, status, currency, method, ref, code *string
-	amount                                                          *int64
-	created, updated, sent                                          *time.Time
-	intent                                                          *string
+	key, tenant, orderID, kind, status, currency, method, ref, code pgtype.Text
+	amount                                                          pgtype.Int8
+	created, updated, sent                                          pgtype.Timestamptz
+	intent                                                          pgtype.Text
 }
 
 func (c *attemptCols) targets() []any {
@@ -87,22 +92,22 @@ func (c *attemptCols) targets() []any {
 
 // attempt returns the scanned attempt, or nil when the columns were NULL.
 func (c *attemptCols) attempt() *payment.Attempt {
-	if c.key == nil {
+	if !c.key.Valid {
 		return nil
 	}
-	return &payment.Attempt{ProviderKey: *c.key, TenantID: deref(c.tenant), OrderID: deref(c.orderID),
-		Kind: payment.AttemptKind(deref(c.kind)), Status: payment.AttemptStatus(deref(c.status)),
-		Amount: deref(c.amount), Currency: deref(c.currency), PaymentMethod: deref(c.method),
-		ProviderRef: deref(c.ref), ErrorCode: deref(c.code), IntentID: deref(c.intent), KeySentAt: utc(deref(c.sent)),
-		CreatedAt: utc(deref(c.created)), UpdatedAt: utc(deref(c.updated))}
+	return &payment.Attempt{ProviderKey: c.key.String, TenantID: c.tenant.String, OrderID: c.orderID.String,
+		Kind: payment.AttemptKind(c.kind.String), Status: payment.AttemptStatus(c.status.String),
+		Amount: c.amount.Int64, Currency: c.currency.String, PaymentMethod: c.method.String,
+		ProviderRef: c.ref.String, ErrorCode: c.code.String, IntentID: c.intent.String, KeySentAt: utcOf(c.sent),
+		CreatedAt: utcOf(c.created), UpdatedAt: utcOf(c.updated)}
 }
 
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
+// utcOf is a scanned timestamp in UTC, the zero time for NULL.
+func utcOf(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
 	}
-	return *p
+	return utc(t.Time)
 }
 
 func utc(t time.Time) time.Time {
@@ -112,11 +117,11 @@ func utc(t time.Time) time.Time {
 	return t.UTC()
 }
 
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
+func utcPtr(t pgtype.Timestamptz) *time.Time {
+	if !t.Valid {
 		return nil
 	}
-	u := t.UTC()
+	u := t.Time.UTC()
 	return &u
 }
 
