@@ -107,7 +107,9 @@ type Event struct {
 	Order order.Order `json:"order,omitzero"`
 	// Action is set on OperatorAction only: the audit record.
 	Action *Action `json:"action,omitempty"`
-	// Refund is set on OrderRefunded only.
+	// Refund is set on OrderRefunded, and on OrderCancelled from PAID: the
+	// cancel's refund (provider key "<order id>/refund"), of what partial
+	// refunds left, with the order's totals after it (refunded = captured).
 	Refund *Refund `json:"refund,omitempty"`
 	// Capture is set on OrderCaptured only.
 	Capture *Capture `json:"capture,omitempty"`

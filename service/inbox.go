@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/apperr"
-	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
@@ -255,7 +254,11 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 			return "", err
 		}
 		// The change's event, in the change's transaction (the outbox).
-		if err := tx.AppendEvent(ctx, event.For(*next, now)); err != nil {
+		ev, err := s.changeEvent(ctx, tx, *next, upd.ProviderRef, now)
+		if err != nil {
+			return "", err
+		}
+		if err := tx.AppendEvent(ctx, ev); err != nil {
 			return "", err
 		}
 	}

@@ -378,7 +378,11 @@ func (p *Operations) settleParked(ctx context.Context, tx store.OperatorExecutor
 		if err := tx.CompareAndSetOrder(ctx, *next, a.ProviderKey); err != nil {
 			return res, err
 		}
-		if err := tx.AppendEvent(ctx, event.For(*next, now)); err != nil {
+		ev, err := p.s.changeEvent(ctx, tx, *next, upd.ProviderRef, now)
+		if err != nil {
+			return res, err
+		}
+		if err := tx.AppendEvent(ctx, ev); err != nil {
 			return res, err
 		}
 		o = *next

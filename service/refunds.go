@@ -324,7 +324,8 @@ func (s *Service) paidChargeKey(ctx context.Context, o order.Order, version int6
 // RCVD order, or one cancelled before it was paid, captured nothing; a
 // PAID or FULFILLED one captured its amount and refunded what its partial
 // refunds returned; one cancelled from PAID refunded all of it (the
-// cancel refunds what partial refunds left).
+// cancel refunds what partial refunds left, and its transaction closes
+// the totals so: changeEvent).
 func (s *Service) withRefunds(ctx context.Context, o *order.Order) error {
 	var captured, refunded int64
 	authorized, err := s.withAuthorization(ctx, o)
@@ -335,16 +336,19 @@ func (s *Service) withRefunds(ctx context.Context, o *order.Order) error {
 	case o.PaidAt == nil:
 	case authorized && o.Payment.Status != string(store.AuthCaptured):
 		// Only authorized (or voided): nothing captured, nothing refunded.
-	case o.State == order.Cancelled:
-		captured, refunded = o.Amount, o.Amount
 	default:
 		captured = o.Amount
+		if o.State == order.Cancelled {
+			refunded = o.Amount
+		}
 		if rs, ok := s.store.(store.RefundStore); ok {
 			t, err := rs.RefundTotals(ctx, o.TenantID, o.ID)
 			if err != nil {
 				return err
 			}
-			refunded = t.Refunded
+			if t.Captured > 0 {
+				captured, refunded = t.Captured, t.Refunded
+			}
 		}
 	}
 	o.AmountCaptured, o.AmountRefunded = &captured, &refunded
@@ -361,4 +365,38 @@ func (s *Service) uncaptured(ctx context.Context, o order.Order) bool {
 	}
 	a, err := cs.GetAuthorization(ctx, o.TenantID, o.ID)
 	return err == nil && a.Status != store.AuthCaptured
+}
+
+// changeEvent is the event of the change that produced next (event.For),
+// made in tx. A cancel from PAID (next CANCELLED with PaidAt set) refunded
+// what the order's partial refunds left (issue 16): in tx the order's refund
+// totals are closed (store.RefundCloser: refunded = captured, so no partial
+// refund fits afterwards) and the cancel's refund attempt records that
+// amount, and the order.cancelled event carries the refund (its provider
+// key refundKey, ref the provider's refund id when known, the amount in
+// minor units, the totals after); a cancel whose authorization was voided
+// instead (capture at fulfilment) records nothing. Errors: those of CloseRefunds
+// (store.ErrAttemptInFlight when a partial refund is in flight).
+func (s *Service) changeEvent(ctx context.Context, tx store.Executor, next order.Order, ref string, now time.Time) (event.Event, error) {
+	ev := event.For(next, now)
+	rc, ok := tx.(store.RefundCloser)
+	if next.State != order.Cancelled || next.PaidAt == nil || !ok {
+		return ev, nil
+	}
+	if ce, ok := tx.(store.CaptureExecutor); ok {
+		// An authorization not captured was voided, not refunded (capture
+		// at fulfilment): nothing to record, the totals stay untouched.
+		if a, err := ce.GetAuthorization(ctx, next.TenantID, next.ID); err == nil && a.Status != store.AuthCaptured {
+			return ev, nil
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return ev, err
+		}
+	}
+	amount, t, err := rc.CloseRefunds(ctx, next.TenantID, next.ID, refundKey(next.ID))
+	if err != nil {
+		return ev, err
+	}
+	ev.Refund = &event.Refund{ID: refundKey(next.ID), ProviderRef: ref, Amount: amount, Currency: next.Currency,
+		AmountCaptured: t.Captured, AmountRefunded: t.Refunded}
+	return ev, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim/simulator"
 	"github.com/orderly/orderly/service"
+	"github.com/orderly/orderly/store"
 )
 
 func (f *fixture) paidOrder(t *testing.T) order.Order {
@@ -181,6 +182,39 @@ func TestRefundOfFulfilledAndCancelOfRefunded(t *testing.T) {
 		}
 		if _, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: paid.ID, Key: key("late")}, in); apperr.ErrorCode(err) != apperr.EInvalidTransition {
 			t.Fatalf("a refund of a cancelled order = %v, want invalid_transition", err)
+		}
+		// The cancel's refund recorded what it refunded: its attempt, the
+		// order's totals (closed: nothing more fits) and its event.
+		if a, err := f.st.GetAttempt(ctx, paid.ID+"/refund"); err != nil || a.Amount != 1100 || a.Status != payment.AttemptSucceeded {
+			t.Fatalf("the cancel's refund attempt = %+v, %v; want 1100 succeeded", a, err)
+		}
+		if tot, err := f.st.(store.RefundStore).RefundTotals(ctx, "t1", paid.ID); err != nil ||
+			tot != (store.RefundTotals{Captured: 1500, Reserved: 1500, Refunded: 1500}) {
+			t.Fatalf("totals after the cancel = %+v, %v; want 1500 captured, reserved and refunded", tot, err)
+		}
+		if got, err := f.svc.Get(ctx, "t1", paid.ID); err != nil || *got.AmountCaptured != 1500 || *got.AmountRefunded != 1500 {
+			t.Fatalf("order after the cancel = %+v, %v; want 1500 of 1500 refunded", got, err)
+		}
+		evs := assertHistory(t, f, paid.ID, event.OrderCreated, event.OrderPaid, event.OrderRefunded, event.OrderCancelled)
+		if r := evs[3].Refund; r == nil || r.ID != paid.ID+"/refund" || r.Amount != 1100 || r.AmountCaptured != 1500 ||
+			r.AmountRefunded != 1500 || r.Currency != "EUR" || evs[3].Refunded == nil || !*evs[3].Refunded {
+			t.Fatalf("order.cancelled = %+v (refund %+v); want refunded, the refund of 1100 bringing 1500 of 1500", evs[3], r)
+		}
+
+		// A cancel of a PAID order never refunded in part refunds it all.
+		whole := f.paidOrder(t)
+		if _, err := f.svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: whole.ID, Key: key("cancel-whole")}); err != nil {
+			t.Fatal(err)
+		}
+		evs = assertHistory(t, f, whole.ID, event.OrderCreated, event.OrderPaid, event.OrderCancelled)
+		if r := evs[2].Refund; r == nil || r.Amount != 1500 || r.AmountRefunded != 1500 || r.AmountCaptured != 1500 {
+			t.Fatalf("order.cancelled of a whole refund carries %+v, want 1500 of 1500", r)
+		}
+		if tot, err := f.st.(store.RefundStore).RefundTotals(ctx, "t1", whole.ID); err != nil || tot.Refunded != 1500 || tot.Reserved != 1500 {
+			t.Fatalf("totals after a whole cancel = %+v, %v", tot, err)
+		}
+		if _, err := f.svc.Refund(ctx, service.Call{TenantID: "t1", OrderID: whole.ID, Key: key("late-whole")}, in); apperr.ErrorCode(err) != apperr.EInvalidTransition {
+			t.Fatalf("a refund after a cancel = %v, want invalid_transition", err)
 		}
 	})
 }

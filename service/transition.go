@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/orderly/orderly/apperr"
-	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/fulfillment"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
@@ -567,7 +566,15 @@ func (s *Service) finish(ctx context.Context, lease store.Lease, out *idempotenc
 				return err
 			}
 			// The outbox: the change's event commits with it or not at all.
-			if err := tx.AppendEvent(ctx, event.For(*next, s.cfg.Now())); err != nil {
+			ref := ""
+			if upd != nil {
+				ref = upd.ProviderRef
+			}
+			ev, err := s.changeEvent(ctx, tx, *next, ref, s.cfg.Now())
+			if err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(ctx, ev); err != nil {
 				return err
 			}
 		}
@@ -950,7 +957,11 @@ func (s *Service) settleAwaiting(ctx context.Context, next order.Order, upd stor
 				}
 			}
 		}
-		if err := tx.AppendEvent(ctx, event.For(next, upd.At)); err != nil {
+		ev, err := s.changeEvent(ctx, tx, next, upd.ProviderRef, upd.At)
+		if err != nil {
+			return err
+		}
+		if err := tx.AppendEvent(ctx, ev); err != nil {
 			return err
 		}
 		return tx.SettleAttempt(ctx, upd)

@@ -98,3 +98,20 @@ type RefundStore interface {
 	// refund was ever reserved; Captured is then zero too).
 	RefundTotals(ctx context.Context, tenantID, orderID string) (RefundTotals, error)
 }
+
+// RefundCloser is the capability of an Executor whose store keeps partial
+// refunds (both stores' executors have it): the writes a cancel from PAID
+// makes in the transaction that moves the order to CANCELLED (issue 16).
+type RefundCloser interface {
+	// CloseRefunds records that the cancel's refund attempt providerKey
+	// refunded what the order's partial refunds left, in minor units:
+	// amount = captured − refunded (the order's whole amount when no
+	// partial refund was ever reserved, its totals row then created with
+	// captured = the order's amount). The totals become reserved =
+	// refunded = captured, so no later partial refund fits, and the
+	// attempt's amount becomes amount. It returns amount and the totals
+	// after. Errors: ErrAttemptInFlight (a partial refund is reserved and
+	// not settled: reserved ≠ refunded; nothing written), ErrNotFound (no
+	// such order).
+	CloseRefunds(ctx context.Context, tenantID, orderID, providerKey string) (amount int64, t RefundTotals, err error)
+}

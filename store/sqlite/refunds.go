@@ -208,3 +208,43 @@ func (s *Store) RefundTotals(ctx context.Context, tenantID, orderID string) (sto
 	t, _, err := executor{c: s.db, clock: s.clock}.totals(ctx, selectRefundTotals, orderID, tenantID)
 	return t, err
 }
+
+var _ store.RefundCloser = executor{}
+
+const insertTotalsOfOrder = `INSERT INTO order_refund_totals (order_id, tenant_id, captured)
+SELECT id, tenant_id, amount FROM orders WHERE id = ?1 AND tenant_id = ?2 ON CONFLICT (order_id) DO NOTHING`
+
+const closeRefundTotals = `UPDATE order_refund_totals SET reserved = captured, refunded = captured
+WHERE order_id = ?1 AND tenant_id = ?2 RETURNING captured, reserved, refunded`
+
+const setAttemptAmount = `UPDATE provider_attempts SET amount = ?2 WHERE provider_key = ?1`
+
+// CloseRefunds implements store.RefundCloser; it must run in a
+// transaction (IMMEDIATE: the order needs no row lock).
+func (e executor) CloseRefunds(ctx context.Context, tenantID, orderID, providerKey string) (int64, store.RefundTotals, error) {
+	t, found, err := e.totals(ctx, selectRefundTotals, orderID, tenantID)
+	if err != nil {
+		return 0, t, err
+	}
+	if !found {
+		if _, err := e.c.ExecContext(ctx, insertTotalsOfOrder, orderID, tenantID); err != nil {
+			return 0, t, translate(err)
+		}
+		if t, found, err = e.totals(ctx, selectRefundTotals, orderID, tenantID); err != nil {
+			return 0, t, err
+		} else if !found {
+			return 0, t, store.ErrNotFound
+		}
+	}
+	if t.Reserved != t.Refunded {
+		return 0, t, store.ErrAttemptInFlight
+	}
+	amount := t.Captured - t.Refunded
+	if t, _, err = e.totals(ctx, closeRefundTotals, orderID, tenantID); err != nil {
+		return 0, t, err
+	}
+	if _, err := e.c.ExecContext(ctx, setAttemptAmount, providerKey, amount); err != nil {
+		return 0, t, translate(err)
+	}
+	return amount, t, nil
+}
