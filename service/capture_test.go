@@ -267,6 +267,14 @@ func TestCancelOfAuthorizedVoids(t *testing.T) {
 		if err := json.Unmarshal(es[0].Body, &e); err != nil || e.Voided == nil || !*e.Voided || e.Refunded == nil || *e.Refunded {
 			t.Fatalf("order.cancelled = %s, %v; want voided, not refunded", es[0].Body, err)
 		}
+		// A void refunds nothing: no refund on the event, the totals as
+		// the authorization left them (nothing captured, nothing refunded).
+		if e.Refund != nil {
+			t.Fatalf("order.cancelled of a void carries refund %+v, want none", e.Refund)
+		}
+		if tot, err := f.st.(store.RefundStore).RefundTotals(ctx, "t1", o.ID); err != nil || tot.Captured != 0 || tot.Reserved != 0 || tot.Refunded != 0 {
+			t.Fatalf("totals after a void = %+v, %v; want all 0", tot, err)
+		}
 	})
 }
 

@@ -275,6 +275,57 @@ func TestPartialRefundUnknownOutcomeResolvedOnce(t *testing.T) {
 	})
 }
 
+// TestCancelWithAPartialRefundInFlight (issue 16): a partial refund whose
+// outcome is unknown is in flight; a cancel then is order_busy (409), calls
+// no provider and changes neither the order nor its refund totals; once the
+// refund is resolved, the cancel refunds exactly the rest and closes the
+// totals.
+func TestCancelWithAPartialRefundInFlight(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &lostRefund{gateway: f.gw}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("inflight")}
+		in := service.RefundInput{Amount: 350, Currency: "EUR"}
+		gw.drop.Store(true)
+		gw.lookLost.Store(true)
+		if _, err := svc.Refund(ctx, call, in); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("refund whose answer was lost = %v, want EUnavailable", err)
+		}
+		before, err := f.st.(store.RefundStore).RefundTotals(ctx, "t1", o.ID)
+		if err != nil || before.Reserved != 350 || before.Refunded != 0 {
+			t.Fatalf("totals with the refund in flight = %+v, %v; want 350 reserved, 0 refunded", before, err)
+		}
+		if _, err := svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("cancel-busy")}); apperr.ErrorCode(err) != apperr.EOrderBusy {
+			t.Fatalf("cancel with a partial refund in flight = %v, want order_busy", err)
+		}
+		if after, err := f.st.(store.RefundStore).RefundTotals(ctx, "t1", o.ID); err != nil || after != before {
+			t.Fatalf("totals after the refused cancel = %+v, %v; want %+v", after, err, before)
+		}
+		if got, _ := f.st.GetOrder(ctx, "t1", o.ID); got.State != order.Paid || got.Version != o.Version {
+			t.Fatalf("order after the refused cancel = %s v%d, want PAID v%d", got.State, got.Version, o.Version)
+		}
+		if got := f.refundedAtProvider(t, o); got != 350 {
+			t.Fatalf("the provider refunded %d, want 350 (the cancel called it not)", got)
+		}
+		if _, err := svc.Refund(ctx, call, in); err != nil {
+			t.Fatalf("retry of the refund = %v", err)
+		}
+		if _, err := svc.Cancel(ctx, service.Call{TenantID: "t1", OrderID: o.ID, Key: key("cancel-after")}); err != nil {
+			t.Fatalf("cancel after the refund settled = %v", err)
+		}
+		if got := f.refundedAtProvider(t, o); got != 1500 {
+			t.Fatalf("the provider refunded %d in all, want 1500 (350, then 1150)", got)
+		}
+		evs := assertHistory(t, f, o.ID, event.OrderCreated, event.OrderPaid, event.OrderRefunded, event.OrderCancelled)
+		if r := evs[3].Refund; r == nil || r.Amount != 1150 || r.AmountRefunded != 1500 || r.AmountCaptured != 1500 {
+			t.Fatalf("order.cancelled carries %+v, want the refund of 1150 bringing 1500 of 1500", r)
+		}
+	})
+}
+
 // TestCompleterResolvesAPartialRefund: a partial refund whose answer and
 // lookup were both lost is left unknown; without any retry, the completer
 // takes the key over, finds the refund by its reference, settles it (one
