@@ -1,5 +1,5 @@
 -- +goose Up
--- Mirrors migrations/postgres/00016_cancel_closes_refunds.sql (see the
+-- Mirrors migrations/postgres/00015_cancel_closes_refunds.sql (see the
 -- comments there).
 UPDATE provider_attempts SET amount = (
     SELECT t.captured - t.refunded FROM order_refund_totals t WHERE provider_attempts.provider_key = t.order_id || '/refund')

@@ -45,6 +45,7 @@ const leaseFor = 30 * time.Second
 func Run(t *testing.T, openAt func(t *testing.T, clk *testclock.Clock) store.Store) {
 	open := func(t *testing.T) *subject { return wrap(t, openAt) }
 	t.Run("Captures", func(t *testing.T) { testCaptures(t, open) })
+	t.Run("CloseRefunds", func(t *testing.T) { testCloseRefunds(t, open) })
 	t.Run("Ping", func(t *testing.T) {
 		t.Parallel()
 		if err := open(t).Ping(t.Context()); err != nil {
