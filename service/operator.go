@@ -294,6 +294,13 @@ func (p *Operations) resolve(ctx context.Context, c OperatorCall, name, provider
 			}
 			return ActionResult{}, notParked(a)
 		}
+		if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
+			// settleParked and ask know only the cancel's refund: settling a
+			// partial refund there would cancel the order and leave its
+			// refund totals unmoved. Refused, nothing changes (issue 16).
+			return ActionResult{}, apperr.Errorf(apperr.EInvalidTransition,
+				"the attempt %s is a partial refund; resolving a parked partial refund is not supported yet, nothing was changed", a.ProviderKey)
+		}
 		o, err := p.s.store.GetOrder(ctx, a.TenantID, a.OrderID)
 		if err != nil {
 			return ActionResult{}, err
