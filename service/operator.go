@@ -261,8 +261,10 @@ func (p *Operations) Recheck(ctx context.Context, c OperatorCall, providerKey st
 // idempotency keys of the attempt are completed with that outcome, so the
 // order accepts requests again. A resolution races a late provider webhook
 // and the completer safely: the attempt is settled by a guarded write, so
-// one of them takes effect. Errors: those of Recheck, and
-// EFindingContradicted.
+// one of them takes effect. A parked partial refund (provider key
+// "<order id>/refunds/<keyhash16>") is refused with EInvalidTransition,
+// nothing changed, until its resolution is built (issue 16). Errors: those
+// of Recheck, EFindingContradicted, and EInvalidTransition.
 func (p *Operations) Resolve(ctx context.Context, c OperatorCall, providerKey string, f Finding, note string) (ActionResult, error) {
 	if f != FindingSucceeded && f != FindingNotSucceeded {
 		return ActionResult{}, &apperr.Error{Code: apperr.EInvalid, Message: "the finding is invalid",
