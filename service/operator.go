@@ -261,8 +261,10 @@ func (p *Operations) Recheck(ctx context.Context, c OperatorCall, providerKey st
 // idempotency keys of the attempt are completed with that outcome, so the
 // order accepts requests again. A resolution races a late provider webhook
 // and the completer safely: the attempt is settled by a guarded write, so
-// one of them takes effect. Errors: those of Recheck, and
-// EFindingContradicted.
+// one of them takes effect. A parked partial refund (provider key
+// "<order id>/refunds/<keyhash16>") is refused with EInvalidTransition,
+// nothing changed, until its resolution is built (issue 16). Errors: those
+// of Recheck, EFindingContradicted, and EInvalidTransition.
 func (p *Operations) Resolve(ctx context.Context, c OperatorCall, providerKey string, f Finding, note string) (ActionResult, error) {
 	if f != FindingSucceeded && f != FindingNotSucceeded {
 		return ActionResult{}, &apperr.Error{Code: apperr.EInvalid, Message: "the finding is invalid",
@@ -293,6 +295,13 @@ func (p *Operations) resolve(ctx context.Context, c OperatorCall, name, provider
 				return res, err
 			}
 			return ActionResult{}, notParked(a)
+		}
+		if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
+			// settleParked and ask know only the cancel's refund: settling a
+			// partial refund there would cancel the order and leave its
+			// refund totals unmoved. Refused, nothing changes (issue 16).
+			return ActionResult{}, apperr.Errorf(apperr.EInvalidTransition,
+				"the attempt %s is a partial refund; resolving a parked partial refund is not supported yet, nothing was changed", a.ProviderKey)
 		}
 		o, err := p.s.store.GetOrder(ctx, a.TenantID, a.OrderID)
 		if err != nil {
