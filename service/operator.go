@@ -262,9 +262,11 @@ func (p *Operations) Recheck(ctx context.Context, c OperatorCall, providerKey st
 // order accepts requests again. A resolution races a late provider webhook
 // and the completer safely: the attempt is settled by a guarded write, so
 // one of them takes effect. A parked partial refund (provider key
-// "<order id>/refunds/<keyhash16>") is refused with EInvalidTransition,
-// nothing changed, until its resolution is built (issue 16). Errors: those
-// of Recheck, EFindingContradicted, and EInvalidTransition.
+// "<order id>/refunds/<keyhash16>", issue 16) leaves the order's state as
+// it is: succeeded adds its amount to the order's refunded total (an
+// order.refunded event), not_succeeded releases its reservation
+// (resolvePartialRefund). Errors: those of Recheck and
+// EFindingContradicted.
 func (p *Operations) Resolve(ctx context.Context, c OperatorCall, providerKey string, f Finding, note string) (ActionResult, error) {
 	if f != FindingSucceeded && f != FindingNotSucceeded {
 		return ActionResult{}, &apperr.Error{Code: apperr.EInvalid, Message: "the finding is invalid",
@@ -297,11 +299,11 @@ func (p *Operations) resolve(ctx context.Context, c OperatorCall, name, provider
 			return ActionResult{}, notParked(a)
 		}
 		if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
-			// settleParked and ask know only the cancel's refund: settling a
-			// partial refund there would cancel the order and leave its
-			// refund totals unmoved. Refused, nothing changes (issue 16).
-			return ActionResult{}, apperr.Errorf(apperr.EInvalidTransition,
-				"the attempt %s is a partial refund; resolving a parked partial refund is not supported yet, nothing was changed", a.ProviderKey)
+			res, err := p.resolvePartialRefund(ctx, c, name, a, f, note)
+			if errors.Is(err, store.ErrVersionConflict) {
+				continue // settled meanwhile: read again
+			}
+			return res, err
 		}
 		o, err := p.s.store.GetOrder(ctx, a.TenantID, a.OrderID)
 		if err != nil {
@@ -311,16 +313,9 @@ func (p *Operations) resolve(ctx context.Context, c OperatorCall, name, provider
 		if err != nil {
 			return ActionResult{}, err
 		}
-		outcome := f
-		switch {
-		case answer == ProviderSucceeded && f == FindingNotSucceeded, answer == ProviderNotSucceeded && f == FindingSucceeded:
-			return ActionResult{}, apperr.Errorf(apperr.EFindingContradicted,
-				"the provider says the %s %s, which contradicts the finding %q; nothing was changed — "+
-					"recheck with the provider or record the finding it agrees with", a.Kind, answerText(answer), f)
-		case answer == ProviderSucceeded:
-			outcome = FindingSucceeded
-		case answer == ProviderNotSucceeded:
-			outcome = FindingNotSucceeded
+		outcome, err := agreed(a, answer, f)
+		if err != nil {
+			return ActionResult{}, err
 		}
 		res, err := p.act(ctx, c, func(tx store.OperatorExecutor) (ActionResult, error) {
 			act := p.newAction(c, name, a.TenantID, a.ProviderKey)
@@ -416,6 +411,136 @@ func (p *Operations) settleParked(ctx context.Context, tx store.OperatorExecutor
 	res.Order, res.Attempt, res.KeysResolved = &o, &view, n
 	res.Action.Outcome = string(outcome)
 	return res, nil
+}
+
+// agreed is the outcome of finding f about attempt a once the provider
+// answered: the provider's answer when it has one (EFindingContradicted
+// when f says otherwise: nothing may change), f when the provider has
+// nothing to say, and "" (still parked) for a recheck (f "") then.
+func agreed(a payment.Attempt, answer ProviderAnswer, f Finding) (Finding, error) {
+	switch {
+	case answer == ProviderSucceeded && f == FindingNotSucceeded, answer == ProviderNotSucceeded && f == FindingSucceeded:
+		return "", apperr.Errorf(apperr.EFindingContradicted,
+			"the provider says the %s %s, which contradicts the finding %q; nothing was changed — "+
+				"recheck with the provider or record the finding it agrees with", a.Kind, answerText(answer), f)
+	case answer == ProviderSucceeded:
+		return FindingSucceeded, nil
+	case answer == ProviderNotSucceeded:
+		return FindingNotSucceeded, nil
+	}
+	return f, nil
+}
+
+// resolvePartialRefund resolves parked partial refund a (provider key
+// "<order id>/refunds/<keyhash16>", issue 16) as resolve does other
+// attempts, after asking the provider (askRefund): succeeded adds its
+// amount to the order's refunded total, moves the order's version on and
+// appends order.refunded; not_succeeded releases its reservation (the
+// amount can be refunded again) and rejects it; either way the order's
+// state stays and the parked keys are completed, so their replays answer
+// the refund or refund_rejected. Errors: those of askRefund,
+// EFindingContradicted, store.ErrVersionConflict (settled meanwhile).
+func (p *Operations) resolvePartialRefund(ctx context.Context, c OperatorCall, name string, a payment.Attempt, f Finding, note string) (ActionResult, error) {
+	answer, ref, err := p.askRefund(ctx, a)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	outcome, err := agreed(a, answer, f)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	now := p.s.cfg.Now()
+	return p.act(ctx, c, func(tx store.OperatorExecutor) (ActionResult, error) {
+		act := p.newAction(c, name, a.TenantID, a.ProviderKey)
+		act.OrderID, act.Note = a.OrderID, note
+		res := ActionResult{Action: act, Provider: answer}
+		if outcome == "" {
+			o, err := tx.GetOrder(ctx, a.TenantID, a.OrderID)
+			if err != nil {
+				return res, err
+			}
+			res.Action.Outcome = "still_parked"
+			view := ViewAttempt(a)
+			res.Attempt, res.Order = &view, &o
+			return res, nil
+		}
+		ps, ok := tx.(store.ParkedRefundSettler)
+		if !ok {
+			return res, apperr.Errorf(apperr.EUnavailable, "this store cannot settle a parked partial refund")
+		}
+		upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: ref, At: now}
+		out := idempotency.Record{ResourceID: a.OrderID}
+		var ev func(order.Order, store.RefundTotals) event.Event
+		if outcome == FindingSucceeded {
+			ev = func(after order.Order, t store.RefundTotals) event.Event {
+				return event.ForRefund(after, event.Refund{ID: a.ProviderKey, ProviderRef: ref, Amount: a.Amount,
+					Currency: a.Currency, AmountCaptured: t.Captured, AmountRefunded: t.Refunded}, now)
+			}
+		} else {
+			rej := apperr.Errorf(apperr.ERefundRejected,
+				"the payment provider made no refund under this request (an operator found it did not succeed); nothing was refunded, "+
+					"and its amount can be refunded again under a new Idempotency-Key")
+			upd.Status, upd.ErrorCode = payment.AttemptRejected, string(rej.Code)
+			out.ErrorCode, out.ErrorDetail = rej.Code, rej.Message
+		}
+		if _, err := ps.SettleParkedRefund(ctx, upd, ev); err != nil {
+			return res, err
+		}
+		n, err := tx.ResolveParkedKeys(ctx, a.ProviderKey, out)
+		if err != nil {
+			return res, err
+		}
+		o, err := tx.GetOrder(ctx, a.TenantID, a.OrderID)
+		if err != nil {
+			return res, err
+		}
+		settled := a
+		settled.Status, settled.ErrorCode, settled.UpdatedAt = upd.Status, upd.ErrorCode, now.UTC().Truncate(time.Microsecond)
+		if ref != "" {
+			settled.ProviderRef = ref
+		}
+		view := ViewAttempt(settled)
+		res.Order, res.Attempt, res.KeysResolved = &o, &view, n
+		res.Action.Outcome = string(outcome)
+		return res, nil
+	})
+}
+
+// askRefund asks the provider about parked partial refund a, never asking
+// it to act: FindRefund on the charge's intent by the refund's reference
+// {order id, provider key} (every send of it, under its key or a lease's
+// resend key, carries it). Found: succeeded, ref the refund's id; not
+// found: not succeeded (a provider's refunds of an intent are listed for
+// good, not forgotten with its keys). Errors: EUnavailable.
+func (p *Operations) askRefund(ctx context.Context, a payment.Attempt) (ProviderAnswer, string, error) {
+	s := p.s
+	rs, ok := s.store.(store.RefundStore)
+	if !ok {
+		return "", "", apperr.Errorf(apperr.EUnavailable, "this store keeps no partial refunds")
+	}
+	r, _, err := rs.GetRefund(ctx, a.ProviderKey)
+	if err != nil {
+		return "", "", err
+	}
+	intentID := r.IntentID
+	if intentID == "" {
+		in, err := s.chargeIntent(ctx, r.OrderID, r.ChargeKey)
+		switch {
+		case errors.Is(err, payment.ErrNotFound):
+			return ProviderNotSucceeded, "", nil // no charge: nothing was refunded
+		case err != nil:
+			return "", "", s.unavailable("payment provider", err)
+		}
+		intentID = in.ID
+	}
+	rf, err := s.gateway.FindRefund(ctx, intentID, payment.Reference{OrderID: r.OrderID, Key: r.ProviderKey})
+	switch {
+	case err == nil:
+		return ProviderSucceeded, rf.ID, nil
+	case errors.Is(err, payment.ErrNotFound):
+		return ProviderNotSucceeded, "", nil
+	}
+	return "", "", s.unavailable("payment provider", err)
 }
 
 func answerText(a ProviderAnswer) string {
@@ -542,10 +667,17 @@ func (p *Operations) EnableEndpoint(ctx context.Context, c OperatorCall, id stri
 // parked returns the needs_attention error of a request on order o that
 // found another provider attempt open, when that attempt is parked, and
 // nil otherwise (the attempt is in flight: order busy). An order's open
-// attempt is its charge at its version, its shipment or its refund.
+// attempt is its charge at its version, its shipment, its refund or one of
+// its partial refunds (a parked one keeps its amount reserved, so a cancel,
+// which refunds what is left, cannot run before it is resolved).
 func (s *Service) parked(ctx context.Context, o order.Order) *apperr.Error {
 	for _, k := range []string{chargeKey(o.ID, o.Version), shipmentKey(o.ID), refundKey(o.ID)} {
 		if a, err := s.store.GetAttempt(ctx, k); err == nil && a.Status == payment.AttemptNeedsAttention {
+			return orderParked(a)
+		}
+	}
+	if ps, ok := s.store.(store.ParkedRefunds); ok {
+		if a, err := ps.ParkedRefund(ctx, o.TenantID, o.ID); err == nil {
 			return orderParked(a)
 		}
 	}

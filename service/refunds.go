@@ -203,6 +203,17 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 			cr = callResult{class: unknown, err: cr.err}
 		}
 	}
+	if cr.class == unknown && s.cfg.Now().Sub(r.CreatedAt) > s.cfg.UnresolvedAfter {
+		// Still unknown past Config.UnresolvedAfter (the provider's key
+		// retention is near): never asked again by the completer, parked
+		// for an operator (Operations.Resolve), its amount kept reserved.
+		a := payment.Attempt{ProviderKey: r.ProviderKey, TenantID: r.TenantID, OrderID: r.OrderID, Kind: payment.AttemptRefund}
+		s.cfg.Logger.Error("partial refund needs attention: its outcome stayed unknown past the provider's key retention; "+
+			"it will not be retried and its amount stays reserved until it is settled by hand",
+			"order_id", r.OrderID, "provider_key", r.ProviderKey, "amount", r.Amount, "currency", r.Currency,
+			"refund_created_at", r.CreatedAt, "unresolved_after", s.cfg.UnresolvedAfter)
+		cr = callResult{class: attention, err: needsAttention(a)}
+	}
 	f := store.RefundFinish{Update: store.AttemptUpdate{ProviderKey: r.ProviderKey, ProviderRef: cr.ref, At: s.cfg.Now()}}
 	switch cr.class {
 	case succeeded:

@@ -115,3 +115,28 @@ type RefundCloser interface {
 	// such order).
 	CloseRefunds(ctx context.Context, tenantID, orderID, providerKey string) (amount int64, t RefundTotals, err error)
 }
+
+// ParkedRefunds is the capability of a RefundStore that finds an order's
+// parked partial refund (both stores have it).
+type ParkedRefunds interface {
+	// ParkedRefund returns a partial refund attempt of the tenant's order
+	// that is needs_attention (its outcome stayed unknown past
+	// service.Config.UnresolvedAfter), the oldest when there are several,
+	// or ErrNotFound.
+	ParkedRefund(ctx context.Context, tenantID, orderID string) (payment.Attempt, error)
+}
+
+// ParkedRefundSettler is the capability of an OperatorExecutor whose store
+// keeps partial refunds (both stores' have it): an operator's settlement of
+// a parked partial refund, in the action's transaction.
+type ParkedRefundSettler interface {
+	// SettleParkedRefund applies u to the partial refund's attempt only
+	// while it is needs_attention (ErrVersionConflict otherwise: someone
+	// settled it first; nothing written), with the effects of FinishRefund:
+	// to succeeded, the order's refunded total grows by the refund's
+	// amount, its version moves on by one and ev's event (given the order
+	// and totals after) is appended; to rejected, the reservation is
+	// released. It returns the totals after. The parked keys are the
+	// caller's (OperatorExecutor.ResolveParkedKeys).
+	SettleParkedRefund(ctx context.Context, u AttemptUpdate, ev func(o order.Order, t RefundTotals) event.Event) (RefundTotals, error)
+}

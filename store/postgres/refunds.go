@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
@@ -208,60 +209,121 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 		} else if err := e.ReleaseKey(ctx, l, f.ReleaseTo); err != nil {
 			return err
 		}
-		r, cur, err := e.getRefund(ctx, f.Update.ProviderKey)
-		if err != nil {
-			return err
+		t, err = e.settleRefund(ctx, f.Update, f.Event, settleOpenAttempt)
+		if errors.Is(err, errNotSettled) {
+			return nil // settled already: a late answer changes nothing
 		}
-		t = cur
-		// The order's row first, as ReserveRefund locks it: the same
-		// lock order (key, order, totals) in both, so racing refunds
-		// wait for each other and never deadlock.
-		if err := e.db.exec(ctx, lockOrderForRefund, r.OrderID, r.TenantID); err != nil {
-			return translate(err)
-		}
-		u := f.Update
-		var amount int64
-		settled := false
-		if err := e.db.query(ctx, settleOpenAttempt, []any{u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
-			nullable(u.ErrorCode), u.At}, func(rows pgx.Rows) error {
-			for rows.Next() {
-				if err := rows.Scan(&amount); err != nil {
-					return err
-				}
-				settled = true
-			}
-			return nil
-		}); err != nil {
-			return translate(err)
-		}
-		if !settled {
-			return nil
-		}
-		switch u.Status {
-		case payment.AttemptSucceeded:
-			if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
-				return err
-			}
-			if err := e.db.exec(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
-				return translate(err)
-			}
-			os, err := e.orders(ctx, bumpOrderVersion, r.OrderID, r.TenantID)
-			if err != nil {
-				return err
-			}
-			if len(os) == 0 {
-				return store.ErrNotFound
-			}
-			if f.Event != nil {
-				return e.AppendEvent(ctx, f.Event(os[0], t))
-			}
-		case payment.AttemptDeclined, payment.AttemptRejected, payment.AttemptFailed:
-			t, _, err = e.totals(ctx, releaseReserved, r.OrderID, amount)
-			return err
-		}
-		return nil
+		return err
 	})
 	return t, translate(err)
+}
+
+// errNotSettled is settleRefund's answer when its guarded statement found
+// the attempt in no state it settles: nothing was written.
+var errNotSettled = errors.New("postgres: refund attempt not settled")
+
+// settleRefund settles the partial refund's attempt u.ProviderKey with
+// settleSQL (a guarded UPDATE of provider_attempts taking the parameters
+// of settleOpenAttempt and returning the attempt's amount; errNotSettled
+// when it changed no row), after locking the order's row: to succeeded,
+// the order's refunded total grows by the amount, its version moves on
+// and ev's event is appended; to declined, rejected or failed, the
+// reservation is released. It returns the totals after.
+func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event, settleSQL string) (store.RefundTotals, error) {
+	r, t, err := e.getRefund(ctx, u.ProviderKey)
+	if err != nil {
+		return t, err
+	}
+	// The order's row first, as ReserveRefund locks it: the same lock
+	// order (key, order, totals) in both, so racing refunds wait for each
+	// other and never deadlock.
+	if err := e.db.exec(ctx, lockOrderForRefund, r.OrderID, r.TenantID); err != nil {
+		return t, translate(err)
+	}
+	var amount int64
+	settled := false
+	if err := e.db.query(ctx, settleSQL, []any{u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+		nullable(u.ErrorCode), u.At}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&amount); err != nil {
+				return err
+			}
+			settled = true
+		}
+		return nil
+	}); err != nil {
+		return t, translate(err)
+	}
+	if !settled {
+		return t, errNotSettled
+	}
+	switch u.Status {
+	case payment.AttemptSucceeded:
+		if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
+			return t, err
+		}
+		if err := e.db.exec(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
+			return t, translate(err)
+		}
+		os, err := e.orders(ctx, bumpOrderVersion, r.OrderID, r.TenantID)
+		if err != nil {
+			return t, err
+		}
+		if len(os) == 0 {
+			return t, store.ErrNotFound
+		}
+		if ev != nil {
+			return t, e.AppendEvent(ctx, ev(os[0], t))
+		}
+	case payment.AttemptDeclined, payment.AttemptRejected, payment.AttemptFailed:
+		t, _, err = e.totals(ctx, releaseReserved, r.OrderID, amount)
+		return t, err
+	}
+	return t, nil
+}
+
+// settleParkedRefund settles attempt $1 only while it is needs_attention.
+const settleParkedRefund = `UPDATE provider_attempts SET status = $2, provider_ref = COALESCE($3, provider_ref),
+    error_code = $4, updated_at = $5
+WHERE provider_key = $1 AND status = 'needs_attention' RETURNING amount`
+
+var _ store.ParkedRefundSettler = opExecutor{}
+
+// SettleParkedRefund implements store.ParkedRefundSettler.
+func (e opExecutor) SettleParkedRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
+	t, err := e.settleRefund(ctx, u, ev, settleParkedRefund)
+	if errors.Is(err, errNotSettled) {
+		return t, store.ErrVersionConflict
+	}
+	return t, err
+}
+
+// selectParkedRefund finds a partial refund of order $1 (provider keys
+// like $3) of tenant $2 that is parked.
+const selectParkedRefund = `SELECT provider_key FROM provider_attempts WHERE order_id = $1 AND tenant_id = $2
+    AND provider_key LIKE $3 AND status = 'needs_attention' ORDER BY created_at LIMIT 1`
+
+var _ store.ParkedRefunds = (*Store)(nil)
+
+// ParkedRefund implements store.ParkedRefunds.
+func (s *Store) ParkedRefund(ctx context.Context, tenantID, orderID string) (payment.Attempt, error) {
+	var key string
+	found := false
+	if err := s.db.query(ctx, selectParkedRefund, []any{orderID, tenantID, orderID + "/refunds/%"}, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&key); err != nil {
+				return err
+			}
+			found = true
+		}
+		return nil
+	}); err != nil {
+		return payment.Attempt{}, translate(err)
+	}
+	if !found {
+		return payment.Attempt{}, store.ErrNotFound
+	}
+	return s.GetAttempt(ctx, key)
 }
 
 // GetRefund implements store.RefundStore.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/store"
@@ -159,43 +160,85 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 		} else if err := e.ReleaseKey(ctx, l, f.ReleaseTo); err != nil {
 			return err
 		}
-		r, cur, err := e.getRefund(ctx, f.Update.ProviderKey)
-		if err != nil {
-			return err
-		}
-		t = cur
-		u := f.Update
-		var amount int64
-		err = e.c.QueryRowContext(ctx, settleOpenAttempt, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
-			nullable(u.ErrorCode), micros(u.At)).Scan(&amount)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		t, err = e.settleRefund(ctx, f.Update, f.Event, settleOpenAttempt)
+		if errors.Is(err, errNotSettled) {
 			return nil // settled already: a late answer changes nothing
-		case err != nil:
-			return translate(err)
 		}
-		switch u.Status {
-		case payment.AttemptSucceeded:
-			if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
-				return err
-			}
-			if _, err := e.c.ExecContext(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
-				return translate(err)
-			}
-			o, err := scanOrder(e.c.QueryRowContext(ctx, bumpOrderVersion, r.OrderID, r.TenantID))
-			if err != nil {
-				return translate(err)
-			}
-			if f.Event != nil {
-				return e.AppendEvent(ctx, f.Event(o, t))
-			}
-		case payment.AttemptDeclined, payment.AttemptRejected, payment.AttemptFailed:
-			t, _, err = e.totals(ctx, releaseReserved, r.OrderID, amount)
-			return err
-		}
-		return nil
+		return err
 	})
 	return t, translate(err)
+}
+
+// errNotSettled is settleRefund's answer when its guarded statement found
+// the attempt in no state it settles: nothing was written.
+var errNotSettled = errors.New("sqlite: refund attempt not settled")
+
+// settleRefund mirrors store/postgres's: it settles the partial refund's
+// attempt u.ProviderKey with settleSQL (errNotSettled when it changed no
+// row) and applies the effects on the totals, the order and the outbox.
+func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event, settleSQL string) (store.RefundTotals, error) {
+	r, t, err := e.getRefund(ctx, u.ProviderKey)
+	if err != nil {
+		return t, err
+	}
+	var amount int64
+	err = e.c.QueryRowContext(ctx, settleSQL, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+		nullable(u.ErrorCode), micros(u.At)).Scan(&amount)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return t, errNotSettled
+	case err != nil:
+		return t, translate(err)
+	}
+	switch u.Status {
+	case payment.AttemptSucceeded:
+		if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
+			return t, err
+		}
+		if _, err := e.c.ExecContext(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
+			return t, translate(err)
+		}
+		o, err := scanOrder(e.c.QueryRowContext(ctx, bumpOrderVersion, r.OrderID, r.TenantID))
+		if err != nil {
+			return t, translate(err)
+		}
+		if ev != nil {
+			return t, e.AppendEvent(ctx, ev(o, t))
+		}
+	case payment.AttemptDeclined, payment.AttemptRejected, payment.AttemptFailed:
+		t, _, err = e.totals(ctx, releaseReserved, r.OrderID, amount)
+		return t, err
+	}
+	return t, nil
+}
+
+const settleParkedRefund = `UPDATE provider_attempts SET status = ?2, provider_ref = COALESCE(?3, provider_ref),
+    error_code = ?4, updated_at = ?5
+WHERE provider_key = ?1 AND status = 'needs_attention' RETURNING amount`
+
+var _ store.ParkedRefundSettler = opExecutor{}
+
+// SettleParkedRefund implements store.ParkedRefundSettler.
+func (e opExecutor) SettleParkedRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
+	t, err := e.settleRefund(ctx, u, ev, settleParkedRefund)
+	if errors.Is(err, errNotSettled) {
+		return t, store.ErrVersionConflict
+	}
+	return t, err
+}
+
+const selectParkedRefund = `SELECT provider_key FROM provider_attempts WHERE order_id = ?1 AND tenant_id = ?2
+    AND provider_key LIKE ?3 AND status = 'needs_attention' ORDER BY created_at LIMIT 1`
+
+var _ store.ParkedRefunds = (*Store)(nil)
+
+// ParkedRefund implements store.ParkedRefunds.
+func (s *Store) ParkedRefund(ctx context.Context, tenantID, orderID string) (payment.Attempt, error) {
+	var key string
+	if err := s.db.QueryRowContext(ctx, selectParkedRefund, orderID, tenantID, orderID+"/refunds/%").Scan(&key); err != nil {
+		return payment.Attempt{}, translate(err)
+	}
+	return s.GetAttempt(ctx, key)
 }
 
 // GetRefund implements store.RefundStore.
