@@ -38,6 +38,16 @@ const (
 	DefaultRoot = "orderly"
 )
 
+// OpRefund is the bus operation of a partial refund (issue 16): the
+// command's body is POST /v1/orders/{id}/refunds's ({"amount","currency",
+// "reason"}), run by service.Refund under the command's Nats-Msg-Id, so a
+// command and its HTTP twin are one refund.
+const OpRefund intake.Op = "refund"
+
+// validOp reports whether op is a bus operation: a transition (pay,
+// fulfill, cancel) or a partial refund.
+func validOp(op intake.Op) bool { return op.Valid() || op == OpRefund }
+
 // CommandSubject is the subject of tenant's op commands under root.
 func CommandSubject(root, tenant, op string) string { return root + "." + tenant + ".commands." + op }
 
@@ -203,10 +213,7 @@ func (c *Consumer) run(ctx context.Context, m jetstream.Msg, cmd command, log *s
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		defer cancel()
 	}
-	t, err := c.cfg.Decoder.Transition(cmd.tenant, cmd.op, cmd.orderID, []string{cmd.key}, m.Data(), 0)
-	if err == nil {
-		_, err = t.Run(ctx, c.svc)
-	}
+	err := c.apply(ctx, cmd, m.Data())
 	if err == nil {
 		if err := m.DoubleAck(ctx); err != nil {
 			log.Warn("command ack failed; it will be redelivered and replayed", "err", err)
@@ -223,6 +230,23 @@ func (c *Consumer) run(ctx context.Context, m jetstream.Msg, cmd command, log *s
 		log.Error("command failed", "err", err)
 	}
 	c.deadLetter(m, cmd, err)
+}
+
+// apply decodes cmd's body as the HTTP request it stands for and runs it
+// under the command's key.
+func (c *Consumer) apply(ctx context.Context, cmd command, body []byte) error {
+	if cmd.op == OpRefund {
+		call, in, err := c.cfg.Decoder.Refund(cmd.tenant, cmd.orderID, []string{cmd.key}, body)
+		if err == nil {
+			_, err = c.svc.Refund(ctx, call, in)
+		}
+		return err
+	}
+	t, err := c.cfg.Decoder.Transition(cmd.tenant, cmd.op, cmd.orderID, []string{cmd.key}, body, 0)
+	if err == nil {
+		_, err = t.Run(ctx, c.svc)
+	}
+	return err
 }
 
 // retryLater Naks m with the Retry-After of err's problem (at least 1s).
@@ -259,8 +283,8 @@ func (c *Consumer) parse(m jetstream.Msg) (command, error) {
 	switch {
 	case len(keys) == 0:
 		return cmd, apperr.Errorf("unknown_tenant", "no tenant %q has an API key", cmd.tenant)
-	case !cmd.op.Valid():
-		return cmd, apperr.Errorf("unknown_operation", "want pay, fulfill or cancel")
+	case !validOp(cmd.op):
+		return cmd, apperr.Errorf("unknown_operation", "want pay, fulfill, cancel or refund")
 	case cmd.orderID == "" || strings.ContainsAny(cmd.orderID, "/?#%"):
 		return cmd, apperr.Errorf("missing_order_id", "the %s header is required", OrderIDHeader)
 	case cmd.key == "":
@@ -314,7 +338,7 @@ func (c *Consumer) deadLetter(m jetstream.Msg, cmd command, err error) {
 	if !admission.ValidTenant(tenant) {
 		tenant = "_invalid"
 	}
-	if !intake.Op(op).Valid() && !admission.ValidTenant(op) {
+	if !validOp(intake.Op(op)) && !admission.ValidTenant(op) {
 		op = "_invalid"
 	}
 	body, _ := json.Marshal(p)

@@ -208,6 +208,100 @@ func TestRedeliveriesAndHTTPTwinTakeEffectOnce(t *testing.T) {
 	}
 }
 
+// httpRefund asks over HTTP for a partial refund of amount of o with key.
+func httpRefund(env *testenv.Env, o order.Order, key string, amount int64) (int, error) {
+	req, _ := http.NewRequest(http.MethodPost, env.Server.URL+"/v1/orders/"+o.ID+"/refunds", strings.NewReader(string(refundJSON(o, amount))))
+	req.Header.Set("Authorization", "Bearer "+testenv.KeyA)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func refundJSON(o order.Order, amount int64) []byte {
+	b, _ := json.Marshal(map[string]any{"amount": amount, "currency": o.Currency, "reason": "returned"})
+	return b
+}
+
+// TestRefundCommandsTakeEffectOnce (issue 16): a partial refund sent as a
+// bus command (subject …commands.refund), delivered eight times and sent
+// three times over HTTP with the same key, all at once: one refund at the
+// provider, 300 refunded, every delivery acked or Nak'd, none
+// dead-lettered; a refund command above what is left is dead-lettered
+// refund_exceeds_captured and refunds nothing.
+func TestRefundCommandsTakeEffectOnce(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			env := testenv.New(t, kind, testenv.Options{})
+			js := &fakeJS{}
+			c := newConsumer(env, js)
+			o := createOrder(t, env)
+			if st, err := httpPay(env, o, "pay-"+uuid.NewString()); err != nil || st != 200 {
+				t.Fatalf("HTTP pay: %d %v", st, err)
+			}
+			key := "bus-refund-" + uuid.NewString()
+			var msgs []*fakeMsg
+			var jobs []func()
+			for range 8 {
+				m := command(testenv.TenantA, "refund", o.ID, key, refundJSON(o, 300))
+				msgs = append(msgs, m)
+				jobs = append(jobs, func() { c.Handle(t.Context(), m) })
+			}
+			for range 3 {
+				jobs = append(jobs, func() {
+					if st, err := httpRefund(env, o, key, 300); err != nil || (st != 200 && st != 409) {
+						t.Errorf("HTTP twin: %d, %v", st, err)
+					}
+				})
+			}
+			rand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+			var wg sync.WaitGroup
+			for _, j := range jobs {
+				wg.Go(j)
+			}
+			wg.Wait()
+			for i, m := range msgs {
+				if m.termed || (!m.acked && !m.nakked) {
+					t.Errorf("delivery %d: acked=%v nakked=%v termed=%v", i, m.acked, m.nakked, m.termed)
+				}
+			}
+			again := command(testenv.TenantA, "refund", o.ID, key, refundJSON(o, 300))
+			c.Handle(t.Context(), again)
+			if !again.acked {
+				t.Fatalf("a redelivery after the refund was not acked: %+v", again)
+			}
+			if st, err := httpRefund(env, o, key, 300); err != nil || st != 200 {
+				t.Fatalf("HTTP replay of the bus refund: %d %v", st, err)
+			}
+			if n := env.Gateway.Refunds(o.ID); n != 1 {
+				t.Fatalf("provider refunds = %d, want 1", n)
+			}
+			got, err := env.Service.Get(t.Context(), testenv.TenantA, o.ID)
+			if err != nil || got.State != order.Paid || got.AmountRefunded == nil || *got.AmountRefunded != 300 {
+				t.Fatalf("order = %+v, %v; want PAID with 300 refunded", got, err)
+			}
+			if len(js.dead) != 0 {
+				t.Fatalf("%d dead letters, want none", len(js.dead))
+			}
+			over := command(testenv.TenantA, "refund", o.ID, "bus-over-"+uuid.NewString(), refundJSON(o, o.Amount))
+			c.Handle(t.Context(), over)
+			if !over.termed || over.acked || len(js.dead) != 1 || js.dead[0].Header.Get(natsbus.ReasonHeader) != "refund_exceeds_captured" {
+				t.Fatalf("refund above what is left: termed %v acked %v, %d dead letters; want one refund_exceeds_captured", over.termed, over.acked, len(js.dead))
+			}
+			if got := js.dead[0].Subject; got != natsbus.DeadLetterSubject(natsbus.DefaultRoot, testenv.TenantA, "refund") {
+				t.Fatalf("dead letter subject %q", got)
+			}
+			if n := env.Gateway.Refunds(o.ID); n != 1 {
+				t.Fatalf("provider refunds after the refused command = %d, want 1", n)
+			}
+		})
+	}
+}
+
 // TestRejectedCommandsAreDeadLettered: a key reused for another request, an
 // unknown tenant, malformed money: dead-lettered with the reason, Term'd,
 // and never applied.
@@ -228,7 +322,8 @@ func TestRejectedCommandsAreDeadLettered(t *testing.T) {
 		{"key reused for another order", "idempotency_key_reused", command(testenv.TenantA, "pay", other.ID, key, payJSON(other))},
 		{"unknown tenant", "unknown_tenant", command("mallory", "cancel", other.ID, "k-"+uuid.NewString(), nil)},
 		{"amount missing", "invalid", command(testenv.TenantA, "pay", other.ID, "k-"+uuid.NewString(), []byte(`{"currency":"EUR","payment_method":"pm_card_visa"}`))},
-		{"unknown operation", "unknown_operation", command(testenv.TenantA, "refund", other.ID, "k-"+uuid.NewString(), nil)},
+		{"unknown operation", "unknown_operation", command(testenv.TenantA, "ship", other.ID, "k-"+uuid.NewString(), nil)},
+		{"refund amount missing", "invalid", command(testenv.TenantA, "refund", o.ID, "k-"+uuid.NewString(), []byte(`{"currency":"EUR"}`))},
 		{"no key", "missing_idempotency_key", command(testenv.TenantA, "cancel", other.ID, "", nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

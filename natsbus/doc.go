@@ -1,6 +1,7 @@
 // Package natsbus takes Orderly's commands from NATS JetStream: a durable
-// pull consumer on the subjects orderly.<tenant>.commands.<pay|fulfill|cancel>
-// runs each message as the HTTP request it stands for, decoded, validated
+// pull consumer on the subjects
+// orderly.<tenant>.commands.<pay|fulfill|cancel|refund> runs each message as
+// the HTTP request it stands for, decoded, validated
 // and fingerprinted by package intake as the HTTP API does it, with the
 // message's Nats-Msg-Id as the Idempotency-Key, so a command and its HTTP
 // twin share one idempotency ledger.
@@ -22,7 +23,7 @@
 //
 // NATS permissions are the second line, and the deployment must set them:
 // each tenant's publisher may publish only to its own
-// <root>.<tenant>.commands.{pay,fulfill,cancel}; only orderd may publish to
+// <root>.<tenant>.commands.{pay,fulfill,cancel,refund}; only orderd may publish to
 // <root>.*.commands.dead.> and consume the stream. orderd cannot see who
 // published a message, which is why it checks the signature itself.
 //
@@ -39,7 +40,8 @@
 // The subject names the tenant (which must have an API key) and the
 // operation; the header Orderly-Order-Id names the order; the body is what
 // the HTTP request would send (pay: {"amount","currency","payment_method"};
-// fulfil and cancel: empty or {}). The Nats-Msg-Id header is required: it is
+// fulfil and cancel: empty or {}; refund, POST /v1/orders/{id}/refunds's:
+// {"amount","currency","reason"}). The Nats-Msg-Id header is required: it is
 // the idempotency key, and JetStream's duplicate window drops a republish
 // within it. Sign signs a message.
 //
@@ -54,7 +56,8 @@
 // Orderly-Command-Subject, Orderly-Order-Id, Orderly-Command-Sequence,
 // Orderly-Reason), then Term'd: a key reused for another request
 // (idempotency_key_reused), a declined payment, a missing order, an invalid
-// transition, malformed input, an unknown tenant or operation, a command
+// transition, a refund above what is left to refund
+// (refund_exceeds_captured), malformed input, an unknown tenant or operation, a command
 // that does not prove its tenant (unauthorized).
 //
 // A dead letter's Nats-Msg-Id is "dead:<stream>:<stream sequence of the
