@@ -59,6 +59,8 @@ type orderJSON struct {
 	State   string `json:"state"`
 	Amount  int64  `json:"amount"`
 	Version int64  `json:"version"`
+	// AmountRefunded is what the order says was refunded (minor units).
+	AmountRefunded *int64 `json:"amount_refunded"`
 }
 
 // reply is one answer of orderd (err set when none came).

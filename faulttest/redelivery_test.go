@@ -63,12 +63,16 @@ const (
 // command is delivered redeliveries times again, shuffled, with HTTP
 // retries of every operation.
 //
+// Partial refunds (issue 16) go the same way: of a PAID order before its
+// cancel (which refunds the rest) and of a FULFILLED one (a return).
+//
 // Then, for every order: one capture (none after a decline), one shipment
-// or one refund as planned, paysim's ledger agreeing; the order at the
+// and the refunds as planned, paysim's ledger agreeing (their count and
+// sum, and the order's amount_refunded); the order at the
 // planned state and version; its events exactly the planned changes,
 // sequence 1…version, and nothing else in the feed; every provider event
-// taken in with an effect at most once (every other delivery a
-// "duplicate"); every HTTP answer the operation's one outcome; the only
+// taken in at most once (applied, already settled, unmatched or ignored;
+// every other delivery a "duplicate"); every HTTP answer the operation's one outcome; the only
 // dead letters the declined pay's copies.
 func TestRedeliveriesTakeEffectOnce(t *testing.T) {
 	js := testenv.JetStream(t)
@@ -85,7 +89,7 @@ func TestRedeliveriesTakeEffectOnce(t *testing.T) {
 // with one key and one body; status is the one answer it must get.
 type plannedOp struct {
 	orderID string
-	op      string // pay, fulfill or cancel
+	op      string // pay, fulfill, cancel or refund (a partial refund, issue 16)
 	key     string
 	body    map[string]any // nil for fulfil and cancel
 	status  int
@@ -93,6 +97,14 @@ type plannedOp struct {
 	accepted atomic.Int64 // bus copies the stream took in (not dropped as duplicates)
 	mu       sync.Mutex
 	answers  map[string]int // HTTP final answers: "status replayed?" → count
+}
+
+// path is op's HTTP route: a refund's is POST /v1/orders/{id}/refunds.
+func (op *plannedOp) path() string {
+	if op.op == "refund" {
+		return "/v1/orders/" + op.orderID + "/refunds"
+	}
+	return "/v1/orders/" + op.orderID + "/" + op.op
 }
 
 // plannedOrder is one order and what must become of it.
@@ -104,6 +116,7 @@ type plannedOrder struct {
 	state    string
 	captures int
 	refunds  int
+	refunded int64 // what the ledger's refunds of the order sum to (minor units)
 	shipped  int
 }
 
@@ -305,7 +318,7 @@ func (s *redeliveryStack) publish(t *testing.T, op *plannedOp) {
 // sendUntilFinal sends op over HTTP with its key until the answer is final
 // (not a network error, a 5xx, or a 409 in progress), and records it.
 func (s *redeliveryStack) sendUntilFinal(t *testing.T, op *plannedOp) {
-	path := "/v1/orders/" + op.orderID + "/" + op.op
+	path := op.path()
 	var body any
 	if op.body != nil {
 		body = op.body
@@ -394,24 +407,33 @@ func await(cond func() bool) bool {
 
 func (s *redeliveryStack) run(t *testing.T) {
 	ctx := context.Background()
-	// The orders: a pay, then a fulfil or a cancel.
+	// The orders: a pay, then a fulfil or a cancel, and partial refunds
+	// (issue 16): of a PAID order before its cancel (which refunds the
+	// rest), and of a FULFILLED one (a return).
 	var orders []*plannedOrder
-	var pays, seconds []*plannedOp
+	var pays, seconds, before, after []*plannedOp
+	partial := func(o *plannedOrder, amount int64) *plannedOp {
+		return &plannedOp{orderID: o.id, op: "refund", key: newKey("redeliver-refund"), status: http.StatusOK,
+			body: map[string]any{"amount": amount, "currency": "USD", "reason": "returned"}, answers: map[string]int{}}
+	}
 	for i := range redeliveryOrders {
 		o := &plannedOrder{id: s.api().create(t, newKey("redeliver-create")).ID, method: "pm_card_visa", second: "cancel",
-			state: "CANCELLED", captures: 1, refunds: 1}
+			state: "CANCELLED", captures: 1, refunds: 1, refunded: orderAmount}
 		payStatus := http.StatusOK
 		switch i % 4 {
-		case 0: // paid and shipped
-			o.second, o.state, o.refunds, o.shipped = "fulfill", "FULFILLED", 0, 1
-			o.events = []event.Type{event.OrderCreated, event.OrderPaid, event.OrderFulfilled}
+		case 0: // paid and shipped, then refunded in part (a return)
+			o.second, o.state, o.refunds, o.refunded, o.shipped = "fulfill", "FULFILLED", 1, 1000, 1
+			o.events = []event.Type{event.OrderCreated, event.OrderPaid, event.OrderFulfilled, event.OrderRefunded}
+			after = append(after, partial(o, 1000))
 		case 1: // the pay's reply is lost: the webhook (or a retry) resolves it; then refunded
 			o.method = paysim.MethodFaultDropAfterCommit
 			o.events = []event.Type{event.OrderCreated, event.OrderPaid, event.OrderCancelled}
-		case 2: // paid, then refunded
-			o.events = []event.Type{event.OrderCreated, event.OrderPaid, event.OrderCancelled}
+		case 2: // paid, refunded in part, then cancelled: the cancel refunds the rest
+			o.refunds = 2
+			o.events = []event.Type{event.OrderCreated, event.OrderPaid, event.OrderRefunded, event.OrderCancelled}
+			before = append(before, partial(o, 700))
 		case 3: // declined, then cancelled without a refund
-			o.method, o.captures, o.refunds, payStatus = paysim.MethodDeclined, 0, 0, http.StatusPaymentRequired
+			o.method, o.captures, o.refunds, o.refunded, payStatus = paysim.MethodDeclined, 0, 0, 0, http.StatusPaymentRequired
 			o.events = []event.Type{event.OrderCreated, event.OrderPaymentFailed, event.OrderCancelled}
 		}
 		orders = append(orders, o)
@@ -420,14 +442,17 @@ func (s *redeliveryStack) run(t *testing.T) {
 		seconds = append(seconds, &plannedOp{orderID: o.id, op: o.second, key: newKey("redeliver-" + o.second),
 			status: http.StatusOK, answers: map[string]int{}})
 	}
-	all := append(slices.Clone(pays), seconds...)
+	all := slices.Concat(pays, before, seconds, after)
 
 	// The pays, with orderd killed while they are in flight; then the
-	// fulfils and cancels.
+	// partial refunds of PAID orders, the fulfils and cancels, and the
+	// partial refunds of FULFILLED ones.
 	wait := s.storm(t, pays)
 	s.killAndRestart(t)
 	wait()
+	s.storm(t, before)()
 	s.storm(t, seconds)()
+	s.storm(t, after)()
 
 	// Every webhook paysim will ever send has been sent (each delivered
 	// or dropped), and the tap's own redeliveries have been answered.
@@ -485,8 +510,10 @@ func (s *redeliveryStack) checkLedger(t *testing.T, orders []*plannedOrder) {
 	st := s.psa.stats(t)
 	led := s.psa.ledger(t)
 	refunds := map[string]int{}
+	refunded := map[string]int64{}
 	for _, r := range led.Refunds {
 		refunds[strings.SplitN(r.ChargeKey, "/", 2)[0]]++
+		refunded[strings.SplitN(r.ChargeKey, "/", 2)[0]] += r.Amount
 	}
 	for _, o := range orders {
 		if got := st.CapturesByOrder[o.id]; got != o.captures {
@@ -494,6 +521,9 @@ func (s *redeliveryStack) checkLedger(t *testing.T, orders []*plannedOrder) {
 		}
 		if got := refunds[o.id]; got != o.refunds {
 			t.Errorf("order %s: %d refunds, want %d", o.id, got, o.refunds)
+		}
+		if got := refunded[o.id]; got != o.refunded {
+			t.Errorf("order %s: the ledger's refunds sum to %d, want %d", o.id, got, o.refunded)
 		}
 		if got := st.ShipmentsByOrder[o.id]; got != o.shipped {
 			t.Errorf("order %s: %d shipments, want %d", o.id, got, o.shipped)
@@ -536,14 +566,17 @@ func (s *redeliveryStack) checkOrdersAndEvents(t *testing.T, orders []*plannedOr
 		if r.status != http.StatusOK || r.order.State != o.state || r.order.Version != int64(len(o.events)) {
 			t.Errorf("order %s (%s then %s) = %v version %d, want %s version %d", o.id, o.method, o.second, r, r.order.Version, o.state, len(o.events))
 		}
+		if r.status == http.StatusOK && (r.order.AmountRefunded == nil || *r.order.AmountRefunded != o.refunded) {
+			t.Errorf("order %s (%s then %s): amount_refunded %v, want %d", o.id, o.method, o.second, r.order.AmountRefunded, o.refunded)
+		}
 		var types []event.Type
 		for i, e := range got[o.id] {
 			types = append(types, e.Type)
 			if e.Sequence != int64(i+1) || e.OrderVersion != e.Sequence {
 				t.Errorf("order %s: event %d has sequence %d, version %d", o.id, i+1, e.Sequence, e.OrderVersion)
 			}
-			if e.Type == event.OrderCancelled && (e.Refunded == nil || *e.Refunded != (o.refunds == 1)) {
-				t.Errorf("order %s: order.cancelled with refunded %v, want %v", o.id, e.Refunded, o.refunds == 1)
+			if e.Type == event.OrderCancelled && (e.Refunded == nil || *e.Refunded != (o.refunds > 0)) {
+				t.Errorf("order %s: order.cancelled with refunded %v, want %v", o.id, e.Refunded, o.refunds > 0)
 			}
 		}
 		if !slices.Equal(types, o.events) {
@@ -572,7 +605,10 @@ func (s *redeliveryStack) checkWebhooks(t *testing.T, hooks map[string][]byte) {
 		for answer, n := range s.tap.outcomes[id] {
 			tally[answer] += n
 			switch answer {
-			case "applied", "already_settled", "unmatched":
+			case "applied", "already_settled", "unmatched", "ignored":
+				// "ignored": recorded with no effect, as a partial refund's
+				// refund.succeeded is (its request or the completer settles
+				// it; service.applyProviderEvent).
 				effects += n
 				oks += n
 			case "duplicate":
