@@ -204,7 +204,14 @@ func (s *Service) resumeAuthStep(ctx context.Context, rec idempotency.Record, le
 		return s.release(ctx, rec, lease, idempotency.StateUnknownOutcome, nil, err)
 	}
 	if a.Kind == payment.AttemptCapture {
-		return s.driveCapture(ctx, rec, lease, o, a, auth)
+		// The shipment happened under an earlier lease of this key, and
+		// that try answered its FULFILLED order (driveCapture answers the
+		// shipment whatever the capture did): this answer is a replay of
+		// it (draft-ietf-httpapi-idempotency-key-header §2.6), with the
+		// capture finished or still pending.
+		res, err := s.driveCapture(ctx, rec, lease, o, a, auth)
+		res.Replayed = err == nil
+		return res, err
 	}
 	return s.driveVoid(ctx, rec, lease, o, a, auth)
 }

@@ -357,3 +357,42 @@ func TestAuthorizedOrderAfterSwitchBack(t *testing.T) {
 		}
 	})
 }
+
+// TestFulfilRetryAfterPendingCaptureIsReplayed (issue 16): a fulfil whose
+// capture's answer was lost (and the read after it failed) answers its
+// FULFILLED order: it shipped. A retry of the same key finishes the
+// capture and answers the same order as a replay (Replayed, the HTTP
+// Idempotency-Replayed: true), as does a retry after that; one capture,
+// one shipment.
+func TestFulfilRetryAfterPendingCaptureIsReplayed(t *testing.T) {
+	eachStoreCapturing(t, func(t *testing.T, f *captureFixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		f.cg.lose.Store(true)
+		f.gw.readDown.Store(true)
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("ship")}
+		res, err := f.svc.Fulfill(ctx, call)
+		if err != nil || res.Order.State != order.Fulfilled || res.Replayed {
+			t.Fatalf("first fulfil = %+v, %v; want FULFILLED, not a replay", res, err)
+		}
+		if a, _ := f.st.GetAttempt(ctx, o.ID+"/capture/1"); a.Status != payment.AttemptUnknown {
+			t.Fatalf("capture attempt = %s, want unknown", a.Status)
+		}
+		f.gw.readDown.Store(false)
+		for i := range 2 {
+			res, err := f.svc.Fulfill(ctx, call)
+			if err != nil || res.Order.State != order.Fulfilled || !res.Replayed {
+				t.Fatalf("retry %d of the fulfil = %+v, %v; want FULFILLED, a replay", i+1, res, err)
+			}
+		}
+		if a, _ := f.st.GetAttempt(ctx, o.ID+"/capture/1"); a.Status != payment.AttemptSucceeded {
+			t.Fatalf("capture attempt after the retry = %s, want succeeded", a.Status)
+		}
+		if moved := f.gw.Moves(o.ID); moved != 1 {
+			t.Fatalf("provider: %d captures, want 1", moved)
+		}
+		if ts := f.eventsOf(t, o); countType(ts, event.OrderCaptured) != 1 || countType(ts, event.OrderFulfilled) != 1 {
+			t.Fatalf("events = %v", ts)
+		}
+	})
+}
