@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -551,6 +552,54 @@ func TestStripeWebhookRefund(t *testing.T) {
 		s.postWant(t, s.tap.waitFor(t, "charge.refunded", id), "ignored")
 		s.wantMoney(t, o.ID, 1, 1)
 		s.wantEvents(t, o.ID, event.OrderCreated, event.OrderPaid, event.OrderCancelled)
+	})
+}
+
+// TestStripeWebhookPartialRefund (issue 16): on both stores, with the
+// Stripe adapter against paysim's Stripe mode, a partial refund's
+// refund.created taken in before its request has the provider's answer
+// settles it (applied, the refund's id as provider_ref); the request
+// answers the refund, counted once; the duplicate delivery is a duplicate;
+// the order stays PAID. One refund in paysim's ledger, one order.refunded.
+func TestStripeWebhookPartialRefund(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		s := newStripeStack(t, kind, testenv.Options{})
+		o := create(t, s.env, testenv.KeyA, newKey(t), newCustomer(t))
+		wantPaid(t, s.pay(t, o, newKey(t), stripesim.MethodVisa))
+		id := s.intentOf(t, o, o.Version)
+		var first string
+		hook := func(payment.Refund) {
+			d, err := s.tap.await("refund.created", id)
+			if first = fmt.Sprint(err); err == nil {
+				first = s.postOutcome(d)
+			}
+		}
+		s.gw.afterRefund.Store(&hook)
+		path := "/v1/orders/" + o.ID + "/refunds"
+		k := newKey(t)
+		r := do(t, s.env, http.MethodPost, path, testenv.KeyA, k, map[string]any{"amount": 250, "currency": o.Currency, "reason": "returned"})
+		s.gw.afterRefund.Store(nil)
+		wantStatus(t, r, http.StatusOK)
+		got := decode[refund](t, r)
+		if first != "applied" {
+			t.Fatalf("the partial refund's webhook before the answer: %q, want applied", first)
+		}
+		if got.Amount != 250 || got.Status != "succeeded" || got.AmountRefunded != 250 || !strings.HasPrefix(got.ProviderRef, "re_") {
+			t.Fatalf("refund = %+v, want 250 succeeded as a Stripe refund", got)
+		}
+		s.postWant(t, s.tap.waitFor(t, "refund.created", id), "duplicate")
+		again := do(t, s.env, http.MethodPost, path, testenv.KeyA, k, map[string]any{"amount": 250, "currency": o.Currency, "reason": "returned"})
+		wantReplayOf(t, again, http.StatusOK)
+		if rep := decode[refund](t, again); rep != got {
+			t.Fatalf("replay = %+v, want %+v", rep, got)
+		}
+		if cur := get(t, s.env, testenv.KeyA, o.ID); cur.State != order.Paid {
+			t.Fatalf("order after the partial refund = %s, want PAID", cur.State)
+		}
+		s.wantMoney(t, o.ID, 1, 1)
+		s.wantEvents(t, o.ID, event.OrderCreated, event.OrderPaid, event.OrderRefunded)
 	})
 }
 

@@ -606,9 +606,10 @@ func (s *redeliveryStack) checkWebhooks(t *testing.T, hooks map[string][]byte) {
 			tally[answer] += n
 			switch answer {
 			case "applied", "already_settled", "unmatched", "ignored":
-				// "ignored": recorded with no effect, as a partial refund's
-				// refund.succeeded is (its request or the completer settles
-				// it; service.applyProviderEvent).
+				// "ignored": recorded with no effect (an event type that
+				// means nothing to Orderly). A partial refund's
+				// refund.succeeded is applied or already_settled
+				// (service.applyPartialRefundEvent).
 				effects += n
 				oks += n
 			case "duplicate":

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/event"
 	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
 	"github.com/orderly/orderly/payment"
@@ -191,12 +192,6 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	case m == InboxUnmatched:
 		return InboxUnmatched, nil
 	}
-	if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
-		// A partial refund's event (issue 16) is not a cancel's: it never
-		// moves the order. Its request, or the completer (FindRefund),
-		// settles it with its totals and its order.refunded event.
-		return InboxIgnored, nil
-	}
 	if m == InboxMismatch || ev.Amount != a.Amount || ev.Currency != a.Currency || (ev.Reference.OrderID != "" && ev.Reference.OrderID != a.OrderID) {
 		// What the event says is not what Orderly asked for: it moves
 		// nothing. An open attempt is parked for a person; a settled one
@@ -209,6 +204,9 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 			}
 		}
 		return InboxMismatch, nil
+	}
+	if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
+		return s.applyPartialRefundEvent(ctx, tx, a, ev)
 	}
 	parked, _ := tx.(store.OperatorExecutor)
 	if a.Status != payment.AttemptNeedsAttention {
@@ -280,6 +278,54 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	}
 	if _, err := parked.ResolveParkedKeys(ctx, a.ProviderKey, out); err != nil {
 		return "", err
+	}
+	return InboxApplied, nil
+}
+
+// applyPartialRefundEvent applies a refund.succeeded about partial refund
+// a (issue 16), which matched it in amount, currency and order. A partial
+// refund's event is not a cancel's: it never moves the order's state. An
+// open refund (its amount reserved) is settled as its request's phase 3
+// would: succeeded with the provider's refund id ev.ObjectID, the order's
+// refunded total grown by its amount, its version moved on and its
+// order.refunded event appended, one compare-and-set guarded on the
+// attempt being open (store.OpenRefundSettler), so of the event, its
+// request and the completer exactly one settles it; the keys parked on a
+// needs_attention refund then replay the refund. A settled refund is
+// InboxAlreadySettled. Errors: the store's.
+func (s *Service) applyPartialRefundEvent(ctx context.Context, tx store.Executor, a payment.Attempt, ev payment.ProviderEvent) (InboxOutcome, error) {
+	rs, ok := tx.(store.OpenRefundSettler)
+	if !ok {
+		return InboxIgnored, nil
+	}
+	if a.Status == payment.AttemptFailed {
+		// Failed: its reservation was released and its key is retryable;
+		// the retry under the same key re-reserves it and finds this
+		// refund (FindRefund by its reference) before sending anything.
+		s.cfg.Logger.Error("a provider reports a partial refund succeeded that Orderly recorded as failed; a retry under its Idempotency-Key settles it",
+			"order_id", a.OrderID, "provider_key", a.ProviderKey, "refund_id", ev.ObjectID, "amount", ev.Amount,
+			"currency", ev.Currency, "event_id", ev.EventID)
+		return InboxAlreadySettled, nil
+	}
+	if !a.Status.Open() {
+		return InboxAlreadySettled, nil
+	}
+	now := s.cfg.Now()
+	upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptSucceeded, ProviderRef: ev.ObjectID, At: now}
+	_, err := rs.SettleOpenRefund(ctx, upd, func(after order.Order, t store.RefundTotals) event.Event {
+		return event.ForRefund(after, event.Refund{ID: a.ProviderKey, ProviderRef: ev.ObjectID, Amount: a.Amount,
+			Currency: a.Currency, AmountCaptured: t.Captured, AmountRefunded: t.Refunded}, now)
+	})
+	switch {
+	case errors.Is(err, store.ErrVersionConflict):
+		return InboxAlreadySettled, nil
+	case err != nil:
+		return "", err
+	}
+	if op, ok := tx.(store.OperatorExecutor); ok && a.Status == payment.AttemptNeedsAttention {
+		if _, err := op.ResolveParkedKeys(ctx, a.ProviderKey, idempotency.Record{ResourceID: a.OrderID}); err != nil {
+			return "", err
+		}
 	}
 	return InboxApplied, nil
 }

@@ -357,3 +357,61 @@ func TestParkedRefundSettlementIsGuarded(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialRefundEventSettlesParked (issue 16): the provider's
+// refund.succeeded about a parked partial refund settles it as an
+// operator's resolve would: 400 refunded, one order.refunded, the parked
+// key replays the refund; an operator's resolve afterwards finds nothing
+// parked. An event about another open refund that disagrees with it (its
+// amount) moves nothing and parks that refund.
+func TestPartialRefundEventSettlesParked(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			p := newParkedRefund(t, kind, true)
+			out, err := p.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: "evt_parked",
+				Type: payment.EventRefundSucceeded, ObjectID: "re_parked", Reference: payment.Reference{OrderID: p.o.ID, Key: p.a.ProviderKey},
+				Amount: 400, Currency: "EUR"})
+			if err != nil || out != service.InboxApplied {
+				t.Fatalf("event about the parked refund = %q, %v; want applied", out, err)
+			}
+			if a := p.attempt(t); a.Status != payment.AttemptSucceeded || a.ProviderRef != "re_parked" {
+				t.Fatalf("attempt = %+v; want succeeded as re_parked", a)
+			}
+			if tt := p.totals(t); tt.Reserved != 400 || tt.Refunded != 400 {
+				t.Fatalf("totals = %+v; want 400 reserved and refunded", tt)
+			}
+			res, err := p.refund(ctx, "lost", 400)
+			if err != nil || !res.Replayed || res.Totals.Refunded != 400 || res.Refund.ProviderRef != "re_parked" {
+				t.Fatalf("the parked key's retry = %+v, %v; want a replay of the refund re_parked", res, err)
+			}
+			if ts := p.f.eventsOf(t, p.o); countType(ts, event.OrderRefunded) != 1 {
+				t.Fatalf("events %v; want one order.refunded", ts)
+			}
+			if _, err := p.ops.Resolve(ctx, opCall("late"), p.a.ProviderKey, service.FindingSucceeded, ""); err == nil {
+				t.Fatalf("an operator's resolve after the event succeeded; want it refused (nothing parked)")
+			}
+
+			// Another refund, its answer lost, then an event with another amount.
+			p.gw.lost.Store(true)
+			p.gw.down.Store(true)
+			if _, err := p.refund(ctx, "other", 200); apperr.ErrorCode(err) != apperr.EUnavailable {
+				t.Fatalf("second refund with a lost answer = %v, want EUnavailable", err)
+			}
+			pk := p.o.ID + "/refunds/" + idempotency.HashKey("other")[:16]
+			out, err = p.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: "evt_wrong",
+				Type: payment.EventRefundSucceeded, ObjectID: "re_wrong", Reference: payment.Reference{OrderID: p.o.ID, Key: pk},
+				Amount: 999, Currency: "EUR"})
+			if err != nil || out != service.InboxMismatch {
+				t.Fatalf("event of another amount = %q, %v; want mismatch", out, err)
+			}
+			if a, err := p.f.st.GetAttempt(ctx, pk); err != nil || a.Status != payment.AttemptNeedsAttention {
+				t.Fatalf("attempt after the mismatch = %+v, %v; want needs_attention", a, err)
+			}
+			if tt := p.totals(t); tt.Reserved != 600 || tt.Refunded != 400 {
+				t.Fatalf("totals after the mismatch = %+v; want 600 reserved, 400 refunded", tt)
+			}
+		})
+	}
+}

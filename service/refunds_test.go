@@ -361,12 +361,14 @@ func TestCompleterResolvesAPartialRefund(t *testing.T) {
 	})
 }
 
-// TestPartialRefundEventNeverCancels: a provider's refund.succeeded about a
-// partial refund whose outcome is still unknown (under its provider key,
-// or a lease-scoped resend of it) is ignored: it never cancels the order
-// (as a cancel's refund event would) nor settles the refund without its
-// totals; the client's retry then settles it once.
-func TestPartialRefundEventNeverCancels(t *testing.T) {
+// TestPartialRefundEventSettlesIt: a provider's refund.succeeded about a
+// partial refund whose outcome is still unknown settles it (issue 16): the
+// order stays PAID (a partial refund's event never cancels, as a cancel's
+// refund event would), its refunded total grows by the amount once, one
+// order.refunded names the provider's refund; the same refund's event
+// again (another event id, under a lease-scoped resend key) is
+// already_settled; the client's retry answers the refund, counted once.
+func TestPartialRefundEventSettlesIt(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		o := f.paidOrder(t)
@@ -384,21 +386,93 @@ func TestPartialRefundEventNeverCancels(t *testing.T) {
 		if a, err := f.st.GetAttempt(ctx, pk); err != nil || a.Status != payment.AttemptUnknown {
 			t.Fatalf("attempt %s = %+v, %v; want unknown", pk, a, err)
 		}
-		for i, k := range []string{pk, pk + "/ab12cd34.2"} {
+		for i, c := range []struct {
+			key  string
+			want service.InboxOutcome
+		}{{pk, service.InboxApplied}, {pk + "/ab12cd34.2", service.InboxAlreadySettled}} {
 			out, err := f.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: fmt.Sprintf("evt_r%d", i),
-				Type: payment.EventRefundSucceeded, Reference: payment.Reference{OrderID: o.ID, Key: k}, Amount: 300, Currency: "EUR"})
-			if err != nil || out != service.InboxIgnored {
-				t.Fatalf("refund event under %s = %q, %v; want ignored", k, out, err)
+				Type: payment.EventRefundSucceeded, ObjectID: "re_partial", Reference: payment.Reference{OrderID: o.ID, Key: c.key},
+				Amount: 300, Currency: "EUR"})
+			if err != nil || out != c.want {
+				t.Fatalf("refund event %d under %s = %q, %v; want %q", i, c.key, out, err, c.want)
 			}
 		}
-		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 0 {
-			t.Fatalf("order after the events = %+v, %v; want PAID, nothing counted yet", got, err)
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 300 {
+			t.Fatalf("order after the events = %+v, %v; want PAID with 300 refunded", got, err)
 		}
-		if res, err := svc.Refund(ctx, call, in); err != nil || res.Totals.Refunded != 300 {
-			t.Fatalf("retry = %+v, %v; want 300 refunded", res, err)
+		if a, err := f.st.GetAttempt(ctx, pk); err != nil || a.Status != payment.AttemptSucceeded || a.ProviderRef != "re_partial" {
+			t.Fatalf("attempt after the event = %+v, %v; want succeeded as re_partial", a, err)
+		}
+		if res, err := svc.Refund(ctx, call, in); err != nil || res.Totals.Refunded != 300 || res.Refund.ProviderRef != "re_partial" {
+			t.Fatalf("retry = %+v, %v; want the refund re_partial, 300 refunded", res, err)
+		}
+		if res, err := svc.Refund(ctx, call, in); err != nil || !res.Replayed || res.Totals.Refunded != 300 {
+			t.Fatalf("second retry = %+v, %v; want a replay, 300 refunded", res, err)
 		}
 		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 300 {
-			t.Fatalf("order after the retry = %+v, %v; want PAID with 300 refunded", got, err)
+			t.Fatalf("order after the retries = %+v, %v; want PAID with 300 refunded", got, err)
+		}
+		if ts := f.eventsOf(t, o); countType(ts, event.OrderRefunded) != 1 || countType(ts, event.OrderCancelled) != 0 {
+			t.Fatalf("events %v; want one order.refunded, no cancel", ts)
+		}
+		if n := f.refundedAtProvider(t, o); n != 300 {
+			t.Fatalf("the provider refunded %d, want 300 (once)", n)
+		}
+	})
+}
+
+// eventRacingRefund is the fixture's gateway whose Refund, once the
+// provider made the refund and before its answer reaches the request, lets
+// the provider's refund.succeeded webhook in (deliver).
+type eventRacingRefund struct {
+	*gateway
+	deliver func(rf payment.Refund, req payment.RefundRequest)
+}
+
+func (g *eventRacingRefund) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
+	rf, err := g.gateway.Refund(ctx, req)
+	if err == nil && g.deliver != nil {
+		g.deliver(rf, req)
+	}
+	return rf, err
+}
+
+// TestPartialRefundEventRacingItsRequest: the webhook settles a partial
+// refund while its request still holds the key's lease (the provider's
+// answer not yet back); the request then finds it settled: its answer is
+// the refund, the total counted once, one order.refunded.
+func TestPartialRefundEventRacingItsRequest(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &eventRacingRefund{gateway: f.gw}
+		var outs []service.InboxOutcome
+		gw.deliver = func(rf payment.Refund, req payment.RefundRequest) {
+			out, err := f.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: "evt_" + rf.ID,
+				Type: payment.EventRefundSucceeded, ObjectID: rf.ID, Reference: req.Reference, Amount: req.Amount, Currency: "EUR"})
+			if err != nil {
+				t.Errorf("webhook during the request: %v", err)
+			}
+			outs = append(outs, out)
+		}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("race")}
+		res, err := svc.Refund(ctx, call, service.RefundInput{Amount: 450, Currency: "EUR"})
+		if err != nil || res.Totals.Refunded != 450 || res.Refund.Status != payment.AttemptSucceeded {
+			t.Fatalf("refund = %+v, %v; want succeeded, 450 refunded", res, err)
+		}
+		if len(outs) != 1 || outs[0] != service.InboxApplied {
+			t.Fatalf("webhook outcomes %v; want [applied]", outs)
+		}
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 450 {
+			t.Fatalf("order = %+v, %v; want PAID with 450 refunded", got, err)
+		}
+		if ts := f.eventsOf(t, o); countType(ts, event.OrderRefunded) != 1 {
+			t.Fatalf("events %v; want one order.refunded", ts)
+		}
+		if res, err := svc.Refund(ctx, call, service.RefundInput{Amount: 450, Currency: "EUR"}); err != nil || !res.Replayed || res.Totals.Refunded != 450 {
+			t.Fatalf("retry = %+v, %v; want a replay of 450 refunded", res, err)
 		}
 	})
 }

@@ -116,6 +116,25 @@ type RefundCloser interface {
 	CloseRefunds(ctx context.Context, tenantID, orderID, providerKey string) (amount int64, t RefundTotals, err error)
 }
 
+// OpenRefundSettler is the capability of an Executor whose store keeps
+// partial refunds (both stores' executors have it): a provider event's
+// settlement of a partial refund, in the inbox's transaction (issue 16).
+type OpenRefundSettler interface {
+	// SettleOpenRefund applies u to the partial refund's attempt only
+	// while it is open with its amount reserved (pending, unknown or
+	// needs_attention; ErrVersionConflict otherwise: settled first by its
+	// request, the completer or an operator; nothing written), with the
+	// effects of FinishRefund: to succeeded, the order's refunded total
+	// grows by the refund's amount, its version moves on by one and ev's
+	// event (given the order and totals after) is appended. It returns the
+	// totals after. The refund's idempotency keys are the caller's: one
+	// held by a lease finishes as settled already (FinishRefund changes
+	// nothing), one released to unknown_outcome answers the refund on its
+	// retry or the completer's pass, parked ones are resolved with
+	// OperatorExecutor.ResolveParkedKeys.
+	SettleOpenRefund(ctx context.Context, u AttemptUpdate, ev func(o order.Order, t RefundTotals) event.Event) (RefundTotals, error)
+}
+
 // ParkedRefunds is the capability of a RefundStore that finds an order's
 // parked partial refund (both stores have it).
 type ParkedRefunds interface {

@@ -216,6 +216,18 @@ const settleParkedRefund = `UPDATE provider_attempts SET status = ?2, provider_r
     error_code = ?4, updated_at = ?5
 WHERE provider_key = ?1 AND status = 'needs_attention' RETURNING amount`
 
+var _ store.OpenRefundSettler = executor{}
+
+// SettleOpenRefund implements store.OpenRefundSettler with
+// settleOpenAttempt's guard.
+func (e executor) SettleOpenRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
+	t, err := e.settleRefund(ctx, u, ev, settleOpenAttempt)
+	if errors.Is(err, errNotSettled) {
+		return t, store.ErrVersionConflict
+	}
+	return t, err
+}
+
 var _ store.ParkedRefundSettler = opExecutor{}
 
 // SettleParkedRefund implements store.ParkedRefundSettler.
