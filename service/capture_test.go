@@ -61,7 +61,7 @@ func eachStoreCapturing(t *testing.T, fn func(t *testing.T, f *captureFixture)) 
 			env := testenv.New(t, kind, testenv.Options{Clock: clk})
 			sim := simulator.NewIntentGateway()
 			sim.Now = clk.Now
-			f := &fixture{st: env.Store, gw: &gateway{IntentGateway: sim}, clk: clk}
+			f := &fixture{st: env.Store, gw: &gateway{IntentGateway: sim}, clk: clk, feedURL: feedURL(env)}
 			cg := &crashingCapture{gateway: f.gw}
 			f.svc = service.New(f.st, cg, simulator.NewWarehouse(), service.Config{
 				KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
@@ -90,6 +90,7 @@ func (f *fixture) eventsOf(t *testing.T, o order.Order) []event.Type {
 	if !ok {
 		t.Fatal("the store keeps no events")
 	}
+	f.awaitFeed(t)
 	got, err := es.ListEvents(context.Background(), "t1", event.Filter{OrderID: o.ID, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +260,7 @@ func TestCancelOfAuthorizedVoids(t *testing.T) {
 		if f.gw.Moves(o.ID) != 0 || f.cg.captures.Load() != 0 || f.gw.Refunds(o.ID) != 0 {
 			t.Fatalf("provider: %d captures, %d refunds; want none", f.gw.Moves(o.ID), f.gw.Refunds(o.ID))
 		}
+		f.awaitFeed(t)
 		es, err := f.st.(store.EventStore).ListEvents(ctx, "t1", event.Filter{OrderID: o.ID, Type: event.OrderCancelled, Limit: 10})
 		if err != nil || len(es) != 1 {
 			t.Fatalf("order.cancelled = %+v, %v; want one", es, err)

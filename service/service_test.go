@@ -19,6 +19,7 @@ import (
 	"github.com/orderly/orderly/paysim/testmode"
 	"github.com/orderly/orderly/service"
 	"github.com/orderly/orderly/store"
+	"github.com/orderly/orderly/store/pgtest"
 )
 
 // newClock returns the clock of a fixture: the service's and, through
@@ -151,6 +152,18 @@ type fixture struct {
 	gw  *gateway
 	clk *testclock.Clock
 	svc *service.Service
+	// feedURL is the PostgreSQL store's URL ("" for SQLite), whose feed
+	// awaitFeed waits on.
+	feedURL string
+}
+
+// awaitFeed waits until the store's event feed shows every event committed
+// so far (see pgtest.AwaitFeed; SQLite's feed shows them at once).
+func (f *fixture) awaitFeed(t *testing.T) {
+	t.Helper()
+	if f.feedURL != "" {
+		pgtest.AwaitFeed(t, f.feedURL)
+	}
 }
 
 // newFixture runs a service on a fresh store of kind with a controllable
@@ -166,7 +179,7 @@ func newFixtureWith(t *testing.T, kind string, configure func(*service.Config)) 
 	t.Helper()
 	clk := newClock()
 	env := testenv.New(t, kind, testenv.Options{Clock: clk})
-	f := &fixture{st: env.Store, gw: &gateway{IntentGateway: simulator.NewIntentGateway()}, clk: clk}
+	f := &fixture{st: env.Store, gw: &gateway{IntentGateway: simulator.NewIntentGateway()}, clk: clk, feedURL: feedURL(env)}
 	cfg := service.Config{
 		KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute, TombstoneTTL: 2 * time.Hour,
 		LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second,
@@ -192,6 +205,14 @@ func (f *fixture) order(t *testing.T) order.Order {
 		t.Fatal(err)
 	}
 	return res.Order
+}
+
+// feedURL is env's PostgreSQL URL, "" for another store.
+func feedURL(env *testenv.Env) string {
+	if env.Kind == testenv.Postgres {
+		return env.Location
+	}
+	return ""
 }
 
 func eachStore(t *testing.T, fn func(t *testing.T, f *fixture)) {

@@ -414,3 +414,34 @@ CREATE OR REPLACE FUNCTION orderly_now() RETURNS timestamptz LANGUAGE sql STABLE
 		}
 	})
 }
+
+// AwaitFeed waits until every transaction that began on the server of url
+// before the call has ended, so that a read of the event feed (store/postgres
+// ListEvents shows only events below the oldest running transaction's id,
+// cluster-wide, so other tests' transactions hold it back) holds every event
+// committed before the call. It polls every 10ms, bounded: t fails after
+// 12 000 polls.
+func AwaitFeed(t testing.TB, url string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("pgtest: AwaitFeed: %v", err)
+	}
+	defer c.Close(ctx)
+	var now string
+	if err := c.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&now); err != nil {
+		t.Fatalf("pgtest: AwaitFeed: %v", err)
+	}
+	for range 12000 {
+		var past bool
+		if err := c.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, now).Scan(&past); err != nil {
+			t.Fatalf("pgtest: AwaitFeed: %v", err)
+		}
+		if past {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pgtest: AwaitFeed: transactions begun before txid %s still running after 12 000 polls", now)
+}
