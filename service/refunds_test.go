@@ -476,3 +476,73 @@ func TestPartialRefundEventRacingItsRequest(t *testing.T) {
 		}
 	})
 }
+
+// TestPartialRefundEventsRaceRetries: after a partial refund's answer was
+// lost, 8 deliveries of its refund.succeeded (distinct event ids) and 4
+// client retries under its key run at once, on goroutines. The guarded
+// settlement counts it once: exactly one delivery is applied (the others
+// already_settled) or none when a retry settled it first; every retry that
+// answers shows 300 refunded; the order holds 300 refunded, one
+// order.refunded, one refund at the provider.
+func TestPartialRefundEventsRaceRetries(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		o := f.paidOrder(t)
+		gw := &lostRefund{gateway: f.gw}
+		svc := service.New(f.st, gw, simulator.NewWarehouse(), service.Config{KeyTTL: time.Hour, DerivedKeyTTL: 10 * time.Minute,
+			TombstoneTTL: 2 * time.Hour, LeaseDuration: 10 * time.Second, MaxWait: 5 * time.Second, Now: f.clk.Now})
+		gw.drop.Store(true)
+		gw.lookLost.Store(true)
+		call := service.Call{TenantID: "t1", OrderID: o.ID, Key: key("storm")}
+		in := service.RefundInput{Amount: 300, Currency: "EUR"}
+		if _, err := svc.Refund(ctx, call, in); apperr.ErrorCode(err) != apperr.EUnavailable {
+			t.Fatalf("refund with a lost answer = %v, want EUnavailable", err)
+		}
+		pk := o.ID + "/refunds/" + idempotency.HashKey("storm")[:16]
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			outcomes = map[service.InboxOutcome]int{}
+		)
+		for i := range 8 {
+			wg.Go(func() {
+				out, err := f.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: fmt.Sprintf("evt_storm%d", i),
+					Type: payment.EventRefundSucceeded, ObjectID: "re_storm", Reference: payment.Reference{OrderID: o.ID, Key: pk},
+					Amount: 300, Currency: "EUR"})
+				if err != nil {
+					t.Errorf("delivery %d: %v", i, err)
+					return
+				}
+				mu.Lock()
+				outcomes[out]++
+				mu.Unlock()
+			})
+		}
+		for i := range 4 {
+			wg.Go(func() {
+				res, err := svc.Refund(ctx, call, in)
+				if c := apperr.ErrorCode(err); err != nil && c != apperr.EKeyInProgress && c != apperr.EUnavailable {
+					t.Errorf("retry %d = %v; want the refund or a retryable answer", i, err)
+				} else if err == nil && res.Totals.Refunded != 300 {
+					t.Errorf("retry %d = %+v; want 300 refunded", i, res.Totals)
+				}
+			})
+		}
+		wg.Wait()
+		if outcomes[service.InboxApplied] > 1 || outcomes[service.InboxApplied]+outcomes[service.InboxAlreadySettled] != 8 {
+			t.Fatalf("delivery outcomes %v; want at most one applied, the rest already_settled", outcomes)
+		}
+		if res, err := svc.Refund(ctx, call, in); err != nil || res.Totals.Refunded != 300 {
+			t.Fatalf("last retry = %+v, %v; want 300 refunded", res, err)
+		}
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || got.State != order.Paid || *got.AmountRefunded != 300 {
+			t.Fatalf("order = %+v, %v; want PAID with 300 refunded", got, err)
+		}
+		if ts := f.eventsOf(t, o); countType(ts, event.OrderRefunded) != 1 {
+			t.Fatalf("events %v; want one order.refunded", ts)
+		}
+		if n := f.refundedAtProvider(t, o); n != 300 {
+			t.Fatalf("the provider refunded %d, want 300 (once)", n)
+		}
+	})
+}
