@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/service"
 )
 
@@ -15,7 +16,10 @@ import (
 // totals right after it, in minor units: AmountCaptured (what the charge
 // captured) and AmountRefunded (what the order's succeeded refunds had
 // returned once this one succeeded, this one included). A replay answers
-// the same body: later refunds do not change it.
+// the same body (draft-ietf-httpapi-idempotency-key-header §2.6): later
+// refunds do not change it, nor does the refund's failure at the provider
+// after it succeeded, which the order's totals and its
+// order.refund_failed event report.
 type refundBody struct {
 	ID             string    `json:"id"`
 	OrderID        string    `json:"order_id"`
@@ -61,6 +65,6 @@ func (s *server) refundOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	rf := res.Refund
 	writeJSON(w, http.StatusOK, refundBody{ID: rf.ProviderKey, OrderID: rf.OrderID, Amount: rf.Amount, Currency: rf.Currency,
-		Reason: rf.Reason, Status: string(rf.Status), ProviderRef: rf.ProviderRef, CreatedAt: rf.CreatedAt,
+		Reason: rf.Reason, Status: string(payment.AttemptSucceeded), ProviderRef: rf.ProviderRef, CreatedAt: rf.CreatedAt,
 		AmountCaptured: res.Totals.Captured, AmountRefunded: rf.RefundedAfter})
 }

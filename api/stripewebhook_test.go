@@ -691,3 +691,112 @@ func TestStripeWebhookHeaderBeforeBody(t *testing.T) {
 	}
 	create(t, env, testenv.KeyA, newKey(t), newCustomer(t))
 }
+
+// failStripeRefund fails refund id at paysim's Stripe mode (POST
+// /admin/stripe/refunds/{id}/fail: Stripe's refund_fail test card) and
+// wants a 200.
+func (s *stripeStack) failStripeRefund(t *testing.T, id string) {
+	t.Helper()
+	resp, err := http.Post(s.base+"/admin/stripe/refunds/"+id+"/fail", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("failing refund %s at paysim: %d %s", id, resp.StatusCode, b)
+	}
+}
+
+// TestStripeWebhookRefundFailsAfterSucceeding (issue 16): a partial refund
+// of a card whose refunds fail later (Stripe's pm_card_refundFail) first
+// succeeds; when the provider reports it failed (refund.updated, then
+// refund.failed, each delivered three times at once), one is applied and
+// reverses it once: the order's amount_refunded goes back, one order.refund_failed
+// event carries the totals, the refund's key still replays its first
+// answer, and the amount can be refunded again, so paysim's ledger ends
+// with the whole amount refunded once by refunds that did not fail.
+func TestStripeWebhookRefundFailsAfterSucceeding(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		s := newStripeStack(t, kind, testenv.Options{})
+		o := create(t, s.env, testenv.KeyA, newKey(t), newCustomer(t))
+		wantPaid(t, s.pay(t, o, newKey(t), stripesim.MethodRefundFail))
+		path := "/v1/orders/" + o.ID + "/refunds"
+		k := newKey(t)
+		body := map[string]any{"amount": 250, "currency": o.Currency, "reason": "returned"}
+		r := do(t, s.env, http.MethodPost, path, testenv.KeyA, k, body)
+		wantStatus(t, r, http.StatusOK)
+		first := decode[refund](t, r)
+		if first.Status != "succeeded" || first.AmountRefunded != 250 {
+			t.Fatalf("refund = %+v, want 250 succeeded", first)
+		}
+		s.postWant(t, s.tap.waitFor(t, "refund.created", first.ProviderRef), "already_settled")
+
+		s.failStripeRefund(t, first.ProviderRef)
+		updated := s.tap.waitFor(t, "refund.updated", first.ProviderRef)
+		failed := s.tap.waitFor(t, "refund.failed", first.ProviderRef)
+		// Each delivered three times, all at once: one reverses it.
+		outs := make([]string, 6)
+		var wg sync.WaitGroup
+		for i := range outs {
+			d := updated
+			if i%2 == 1 {
+				d = failed
+			}
+			wg.Go(func() { outs[i] = s.postOutcome(d) })
+		}
+		wg.Wait()
+		applied := 0
+		for _, out := range outs {
+			switch out {
+			case "applied":
+				applied++
+			case "duplicate", "already_settled":
+			default:
+				t.Fatalf("webhook outcomes %v: %q", outs, out)
+			}
+		}
+		if applied != 1 {
+			t.Fatalf("webhook outcomes %v, want one applied", outs)
+		}
+		s.postWant(t, failed, "duplicate")
+
+		cur := get(t, s.env, testenv.KeyA, o.ID)
+		if cur.State != order.Paid || cur.AmountRefunded == nil || *cur.AmountRefunded != 0 || cur.Version != o.Version+3 {
+			t.Fatalf("order after the refund failed = %s v%d refunded %v, want PAID v%d with 0 refunded",
+				cur.State, cur.Version, cur.AmountRefunded, o.Version+3)
+		}
+		again := do(t, s.env, http.MethodPost, path, testenv.KeyA, k, body)
+		wantReplayOf(t, again, http.StatusOK)
+		if rep := decode[refund](t, again); rep != first {
+			t.Fatalf("replay after the failure = %+v, want the first answer %+v", rep, first)
+		}
+		// The amount is the merchant's again: the whole order refunds.
+		r = do(t, s.env, http.MethodPost, path, testenv.KeyA, newKey(t), map[string]any{"amount": o.Amount, "currency": o.Currency, "reason": "returned"})
+		wantStatus(t, r, http.StatusOK)
+		if all := decode[refund](t, r); all.AmountRefunded != o.Amount {
+			t.Fatalf("refund of the whole amount after the failure = %+v, want %d refunded", all, o.Amount)
+		}
+		s.wantMoney(t, o.ID, 1, 1)
+		s.wantEvents(t, o.ID, event.OrderCreated, event.OrderPaid, event.OrderRefunded, event.OrderRefundFailed, event.OrderRefunded)
+		evs, err := s.env.Store.(store.EventStore).ListEvents(context.Background(), testenv.TenantA, event.Filter{OrderID: o.ID, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rf *event.Event
+		for _, e := range evs {
+			if e.Type == event.OrderRefundFailed {
+				rf = new(event.Event)
+				if err := json.Unmarshal(e.Body, rf); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if rf == nil || rf.Refund == nil || rf.Refund.Amount != 250 || rf.Refund.AmountRefunded != 0 ||
+			rf.Refund.ProviderRef != first.ProviderRef || rf.Refund.ID != first.ID {
+			t.Fatalf("order.refund_failed = %+v, want refund %s of 250 with 0 refunded after", rf, first.ID)
+		}
+	})
+}

@@ -39,6 +39,15 @@ const (
 	// after the order shipped; Capture says how much. The order stays
 	// FULFILLED; its version moves on.
 	OrderCaptured Type = "order.captured"
+	// OrderRefundFailed: a partial refund that succeeded at the provider
+	// failed there later (issue 16; Stripe: a refund's status moves from
+	// succeeded to failed, refund.failed, when the card it returns to was
+	// closed, and the money goes back to the merchant's balance). Refund
+	// says which and how much, and the order's totals after: its amount
+	// is no longer counted as refunded (nor reserved, so it can be
+	// refunded again), and the customer has not received it. The order's
+	// state does not change; its version does.
+	OrderRefundFailed Type = "order.refund_failed"
 	// OperatorAction: an operator acted through the operator API (package
 	// operator): Action says who did what, why, when and to what. It is
 	// the audit event, written in the transaction of the action's effect.
@@ -47,7 +56,7 @@ const (
 
 // Types lists every event type, the order's in lifecycle order, then the
 // audit event.
-var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled, OrderRefunded, OrderCaptured, OperatorAction}
+var Types = []Type{OrderCreated, OrderPaid, OrderPaymentFailed, OrderFulfilled, OrderCancelled, OrderRefunded, OrderCaptured, OrderRefundFailed, OperatorAction}
 
 // Valid reports whether t is one of Types.
 func (t Type) Valid() bool { return slices.Contains(Types, t) }
@@ -142,7 +151,7 @@ func ForVoid(o order.Order, now time.Time) Event {
 	return e
 }
 
-// Refund is what an OrderRefunded event reports: the refund (ID, the
+// Refund is what an OrderRefunded or OrderRefundFailed event reports: the refund (ID, the
 // provider's refund id ProviderRef; Amount in minor units of Currency) and
 // the order's totals after it (AmountCaptured, AmountRefunded, minor
 // units).
@@ -160,6 +169,15 @@ type Refund struct {
 func ForRefund(o order.Order, r Refund, now time.Time) Event {
 	return Event{ID: NewID(), Type: OrderRefunded, TenantID: o.TenantID, OrderID: o.ID, OrderVersion: o.Version,
 		Sequence: o.Version, CreatedAt: now.UTC().Truncate(time.Microsecond), Order: o, Refund: &r}
+}
+
+// ForRefundFailed is the OrderRefundFailed event of refund r of o, o as it
+// is after the refund's failure was recorded (its version moved on by one:
+// the event's sequence); r's totals are the order's after it.
+func ForRefundFailed(o order.Order, r Refund, now time.Time) Event {
+	e := ForRefund(o, r, now)
+	e.Type = OrderRefundFailed
+	return e
 }
 
 // ActionIDPrefix starts every operator action id.

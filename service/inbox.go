@@ -53,6 +53,12 @@ const (
 // a provider event about it named another amount, currency or order.
 const ErrorProviderEventMismatch = "provider_event_mismatch"
 
+// ErrorProviderRefundFailed is the error code of a partial refund's
+// attempt that the provider reports as failed (its Refund object failed or
+// canceled, in its answer or in a refund.failed event), before or after
+// it succeeded: nothing of it reached the customer.
+const ErrorProviderRefundFailed = "provider_refund_failed"
+
 // TakeProviderEvent takes in a provider event (a webhook whose signature the
 // caller verified, parsed by its adapter into a payment.ProviderEvent): in
 // one store transaction it records ev in the inbox and applies its effect —
@@ -180,7 +186,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 	switch ev.Type {
 	case payment.EventPaymentSucceeded, payment.EventPaymentFailed:
 		want, ev2 = payment.AttemptCharge, order.EventPay
-	case payment.EventRefundSucceeded:
+	case payment.EventRefundSucceeded, payment.EventRefundFailed:
 		want, ev2 = payment.AttemptRefund, order.EventCancel
 	default:
 		return InboxIgnored, nil
@@ -191,6 +197,15 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 		return "", err
 	case m == InboxUnmatched:
 		return InboxUnmatched, nil
+	}
+	if ev.Type == payment.EventRefundFailed && !isPartialRefundKey(a.ProviderKey) {
+		// A cancel's refund that failed: the order stays CANCELLED
+		// (refunded, as Orderly was told); a person returns the money
+		// another way. Nothing is recorded.
+		s.cfg.Logger.Error("a provider reports a cancelled order's refund failed: the customer has not received it; return it another way",
+			"order_id", a.OrderID, "provider_key", a.ProviderKey, "refund_id", ev.ObjectID, "amount", ev.Amount,
+			"currency", ev.Currency, "event_id", ev.EventID)
+		return InboxIgnored, nil
 	}
 	if m == InboxMismatch || ev.Amount != a.Amount || ev.Currency != a.Currency || (ev.Reference.OrderID != "" && ev.Reference.OrderID != a.OrderID) {
 		// What the event says is not what Orderly asked for: it moves
@@ -204,6 +219,9 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 			}
 		}
 		return InboxMismatch, nil
+	}
+	if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) && ev.Type == payment.EventRefundFailed {
+		return s.applyPartialRefundFailed(ctx, tx, a, ev)
 	}
 	if a.Kind == payment.AttemptRefund && isPartialRefundKey(a.ProviderKey) {
 		return s.applyPartialRefundEvent(ctx, tx, a, ev)
@@ -441,4 +459,68 @@ func attemptKeyOf(key string) string {
 		return key[:i+len("/refund")]
 	}
 	return key
+}
+
+// applyPartialRefundFailed applies a refund.failed about partial refund
+// attempt a (matched, amount and currency checked) in the inbox's
+// transaction tx (issue 16; Stripe sends it when a refund's status moves
+// to failed: docs.stripe.com/refunds "Failed refunds"):
+//
+//   - a succeeded: the refund failed after it succeeded. It is reversed
+//     (store.RefundReverser: attempt rejected with
+//     ErrorProviderRefundFailed, its amount off the order's refunded and
+//     reserved totals, order.refund_failed appended); its keys keep
+//     replaying their first answer. "applied".
+//   - a open (pending, unknown, parked): settled rejected with
+//     ErrorProviderRefundFailed, its reservation released; an unknown key's
+//     retry (or the completer) then answers ERefundRejected, parked keys
+//     are resolved to that answer. "applied".
+//   - a settled otherwise, or settled first by a racing writer:
+//     "already_settled".
+func (s *Service) applyPartialRefundFailed(ctx context.Context, tx store.Executor, a payment.Attempt, ev payment.ProviderEvent) (InboxOutcome, error) {
+	now := s.cfg.Now()
+	upd := store.AttemptUpdate{ProviderKey: a.ProviderKey, Status: payment.AttemptRejected, ProviderRef: ev.ObjectID,
+		ErrorCode: ErrorProviderRefundFailed, At: now}
+	var err error
+	switch {
+	case a.Status == payment.AttemptSucceeded:
+		rr, ok := tx.(store.RefundReverser)
+		if !ok {
+			return InboxIgnored, nil
+		}
+		ref := a.ProviderRef
+		if ref == "" {
+			ref = ev.ObjectID
+		}
+		upd.ProviderRef = ref
+		_, err = rr.ReverseRefund(ctx, upd, func(after order.Order, t store.RefundTotals) event.Event {
+			return event.ForRefundFailed(after, event.Refund{ID: a.ProviderKey, ProviderRef: ref, Amount: a.Amount,
+				Currency: a.Currency, AmountCaptured: t.Captured, AmountRefunded: t.Refunded}, now)
+		})
+		if err == nil {
+			s.cfg.Logger.Warn("a partial refund failed at the provider after it succeeded: its amount is no longer counted as refunded "+
+				"and the customer has not received it (order.refund_failed)",
+				"order_id", a.OrderID, "provider_key", a.ProviderKey, "refund_id", ref, "amount", a.Amount,
+				"currency", a.Currency, "event_id", ev.EventID)
+		}
+	case a.Status.Open():
+		rs, ok := tx.(store.OpenRefundSettler)
+		if !ok {
+			return InboxIgnored, nil
+		}
+		_, err = rs.SettleOpenRefund(ctx, upd, nil)
+		if op, ok := tx.(store.OperatorExecutor); ok && err == nil && a.Status == payment.AttemptNeedsAttention {
+			f := refundFailed()
+			_, err = op.ResolveParkedKeys(ctx, a.ProviderKey, idempotency.Record{ResourceID: a.OrderID, ErrorCode: f.Code, ErrorDetail: f.Message})
+		}
+	default:
+		return InboxAlreadySettled, nil
+	}
+	switch {
+	case errors.Is(err, store.ErrVersionConflict):
+		return InboxAlreadySettled, nil
+	case err != nil:
+		return "", err
+	}
+	return InboxApplied, nil
 }

@@ -192,7 +192,7 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 		_, err := s.release(ctx, rec, lease, idempotency.StateRetryableFailure, nil, err)
 		return keyed, err
 	}
-	cr := s.settled(payment.Attempt{Kind: payment.AttemptRefund, Status: r.Status, ProviderRef: r.ProviderRef})
+	cr := s.settled(payment.Attempt{Kind: payment.AttemptRefund, Status: r.Status, ProviderRef: r.ProviderRef, ErrorCode: r.ErrorCode})
 	if cr.class == 0 {
 		cr = s.partialRefund(ctx, rec, r)
 		if (r.Status == payment.AttemptUnknown || !r.KeySentAt.IsZero()) && cr.class == retryable {
@@ -218,6 +218,8 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 	switch cr.class {
 	case succeeded:
 		f.Outcome = &idempotency.Record{ResourceID: o.ID}
+		rf := refundFailed()
+		f.Rejected = &idempotency.Record{ResourceID: o.ID, ErrorCode: rf.Code, ErrorDetail: rf.Message}
 		f.Update.Status = payment.AttemptSucceeded
 		f.Event = func(after order.Order, t store.RefundTotals) event.Event {
 			return event.ForRefund(after, event.Refund{ID: r.ProviderKey, ProviderRef: cr.ref, Amount: r.Amount,
@@ -226,6 +228,9 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 	case declined, rejected:
 		f.Outcome = &idempotency.Record{ResourceID: o.ID, ErrorCode: cr.err.Code, ErrorDetail: cr.err.Message}
 		f.Update.Status, f.Update.ErrorCode = payment.AttemptRejected, string(cr.err.Code)
+		if cr.code != "" {
+			f.Update.ErrorCode = cr.code
+		}
 	case unknown, contended:
 		f.ReleaseTo, f.Update.Status = idempotency.StateUnknownOutcome, payment.AttemptUnknown
 	case attention:
@@ -244,6 +249,11 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 	r, t, err = rs.GetRefund(ctx, r.ProviderKey)
 	if err != nil {
 		return keyed, err
+	}
+	if r.Status == payment.AttemptRejected {
+		// A refund.failed event settled it first: the key was completed
+		// with f.Rejected (FinishRefund).
+		return keyed, refundFailed()
 	}
 	return RefundResult{Refund: r, Totals: t, KeyExpiresAt: rec.ExpiresAt}, nil
 }
@@ -277,7 +287,7 @@ func (s *Service) partialRefund(ctx context.Context, rec idempotency.Record, r s
 		rf, err := s.gateway.FindRefund(ctx, intentID, ref)
 		switch {
 		case err == nil:
-			return callResult{class: succeeded, ref: rf.ID}
+			return refundAnswer(rf)
 		case !errors.Is(err, payment.ErrNotFound):
 			return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
 		}
@@ -289,12 +299,12 @@ func (s *Service) partialRefund(ctx context.Context, rec idempotency.Record, r s
 		rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: key, IntentID: intentID, Amount: r.Amount, Reference: ref})
 		switch {
 		case err == nil:
-			return callResult{class: succeeded, ref: rf.ID}
+			return refundAnswer(rf)
 		case errors.Is(err, payment.ErrNotFound):
 			return callResult{class: rejected, err: refundRejected()}
 		case payment.IsUnknownOutcome(err), errors.Is(err, payment.ErrIdempotencyKeyReused):
 			if rf, ferr := s.gateway.FindRefund(ctx, intentID, ref); ferr == nil {
-				return callResult{class: succeeded, ref: rf.ID}
+				return refundAnswer(rf)
 			}
 			return callResult{class: unknown, err: unknownErr("payment provider")}
 		case payment.IsRetryable(err):
@@ -306,6 +316,20 @@ func (s *Service) partialRefund(ctx context.Context, rec idempotency.Record, r s
 				"the payment provider refused the refund; nothing was refunded")}
 		}
 	})
+}
+
+// refundAnswer is the outcome a provider's Refund object rf gives a
+// partial refund: rejected with refundFailed when its status is failed or
+// canceled (nothing was refunded: docs.stripe.com/api/refunds/object
+// status), else succeeded with its id. A pending refund counts as
+// succeeded, as the provider counts it in the charge's amount_refunded;
+// if it fails later, its refund.failed event reverses it
+// (applyPartialRefundFailed).
+func refundAnswer(rf payment.Refund) callResult {
+	if rf.Status == payment.RefundFailed || rf.Status == payment.RefundCanceled {
+		return callResult{class: rejected, ref: rf.ID, err: refundFailed(), code: ErrorProviderRefundFailed}
+	}
+	return callResult{class: succeeded, ref: rf.ID}
 }
 
 // paidChargeKey is the provider key of the charge a cancel of o refunds:

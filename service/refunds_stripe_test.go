@@ -2,13 +2,19 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/orderly/orderly/apperr"
+	"github.com/orderly/orderly/idempotency"
 	"github.com/orderly/orderly/order"
+	"github.com/orderly/orderly/payment"
 	"github.com/orderly/orderly/paysim"
+	"github.com/orderly/orderly/paysim/stripesim"
 	"github.com/orderly/orderly/service"
 )
 
@@ -107,6 +113,131 @@ func TestStripePartialRefundUnderFaultsRefundsOnce(t *testing.T) {
 				}
 				if rs := f.refunds(t, o); len(rs) != 2 || sum(rs) != o.Amount {
 					t.Fatalf("paysim refunds %v after the cancel, want 400 and the rest (%d in all)", rs, o.Amount)
+				}
+			})
+		})
+	}
+}
+
+// stripeRefund is a refund as GET /admin/stripe/ledger lists it.
+type stripeRefund struct {
+	ID            string `json:"id"`
+	PaymentIntent string `json:"payment_intent"`
+	Amount        int64  `json:"amount"`
+	Status        string `json:"status"`
+}
+
+// stripeRefunds returns paysim's Stripe refunds of o, failed ones included.
+func (f *stripeFixture) stripeRefunds(t *testing.T, o order.Order) []stripeRefund {
+	t.Helper()
+	mine := map[string]bool{}
+	for _, in := range f.intents(t, o) {
+		mine[in.ID] = true
+	}
+	resp, err := http.Get(f.url + "/admin/stripe/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var led struct {
+		Refunds []stripeRefund `json:"refunds"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&led); err != nil {
+		t.Fatal(err)
+	}
+	var out []stripeRefund
+	for _, r := range led.Refunds {
+		if mine[r.PaymentIntent] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestStripePartialRefundFailsBeforeOrderlyKnows (issue 16): a partial
+// refund fails at the provider (Stripe's pm_card_refundFail) after the
+// provider made it and before its answer reaches the request: the answer
+// is lost and the lookup finds the refund failed; or the provider's
+// refund.failed event is taken in first (with the answer lost, or with
+// the answer saying succeeded, as Stripe's creation answer does). In each
+// case nothing is counted as refunded: the request answers
+// refund_rejected, its replay the same, the reservation is released (the
+// whole amount refunds afterwards) and no order.refunded is written for it.
+func TestStripePartialRefundFailsBeforeOrderlyKnows(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		drop      bool // the refund's answer is lost
+		viaEvent  bool // refund.failed is taken in while the request waits
+		eventWant service.InboxOutcome
+	}{
+		{name: "lookup finds it failed", drop: true},
+		{name: "event first, answer lost", drop: true, viaEvent: true, eventWant: service.InboxApplied},
+		{name: "event first, answer succeeded", viaEvent: true, eventWant: service.InboxApplied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachStripeStore(t, nil, func(t *testing.T, f *stripeFixture) {
+				ctx := context.Background()
+				o := f.order(t)
+				paid, err := f.pay(o, "P", stripesim.MethodRefundFail)
+				if err != nil || paid.Order.State != order.Paid {
+					t.Fatalf("pay = %+v, %v; want PAID", paid, err)
+				}
+				var hookErr error
+				hook := func(req payment.RefundRequest, _ payment.Refund, _ error) {
+					rs := f.stripeRefunds(t, o)
+					if len(rs) != 1 {
+						hookErr = fmt.Errorf("paysim refunds %+v, want one", rs)
+						return
+					}
+					resp, err := http.Post(f.url+"/admin/stripe/refunds/"+rs[0].ID+"/fail", "", nil)
+					if err != nil {
+						hookErr = err
+						return
+					}
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						hookErr = fmt.Errorf("failing the refund at paysim: %d", resp.StatusCode)
+						return
+					}
+					if tc.viaEvent {
+						ev := payment.ProviderEvent{Source: "stripe", EventID: "evt_refund_failed", Type: payment.EventRefundFailed,
+							ObjectID: rs[0].ID, IntentID: rs[0].PaymentIntent, Reference: req.Reference, Amount: 400, Currency: o.Currency}
+						if out, err := f.svc.TakeProviderEvent(ctx, ev); err != nil || out != tc.eventWant {
+							hookErr = fmt.Errorf("refund.failed while the request waits = %q, %v; want %q", out, err, tc.eventWant)
+						}
+					}
+				}
+				f.gw.afterRefund.Store(&hook)
+				if tc.drop {
+					f.faults(t, paysim.Faults{DropRate: 1}, 0)
+				}
+				_, err = f.refund(o, "R", 400)
+				f.faults(t, paysim.Faults{}, 0)
+				f.gw.afterRefund.Store(nil)
+				if hookErr != nil {
+					t.Fatal(hookErr)
+				}
+				for i := range 2 { // the answer, then its replay
+					if i > 0 {
+						_, err = f.refund(o, "R", 400)
+					}
+					if apperr.ErrorCode(err) != apperr.ERefundRejected || !strings.Contains(err.Error(), "failed") {
+						t.Fatalf("answer %d of the failed refund = %v; want refund_rejected (failed)", i, err)
+					}
+				}
+				pk := o.ID + "/refunds/" + idempotency.HashKey("R")[:16]
+				if a, err := f.st.GetAttempt(ctx, pk); err != nil || a.Status != payment.AttemptRejected || a.ErrorCode != service.ErrorProviderRefundFailed {
+					t.Fatalf("attempt = %+v, %v; want rejected %s", a, err, service.ErrorProviderRefundFailed)
+				}
+				if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || *got.AmountRefunded != 0 || got.Version != paid.Order.Version {
+					t.Fatalf("order after the failed refund = %+v, %v; want 0 refunded at v%d", got, err, paid.Order.Version)
+				}
+				res, err := f.refund(o, "ALL", o.Amount)
+				if err != nil || res.Totals.Refunded != o.Amount {
+					t.Fatalf("refund of the whole amount = %+v, %v; want %d refunded", res, err, o.Amount)
+				}
+				if rs := f.refunds(t, o); len(rs) != 1 || rs[0] != o.Amount {
+					t.Fatalf("paysim's refunds that did not fail %v, want one of %d", rs, o.Amount)
 				}
 			})
 		})

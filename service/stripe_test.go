@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ type keyLog struct {
 	payment.Gateway
 	mu                          sync.Mutex
 	prepares, confirms, refunds []string
+	// afterRefund, if set, runs after the provider answered a Refund and
+	// before the service sees the answer.
+	afterRefund atomic.Pointer[func(payment.RefundRequest, payment.Refund, error)]
 }
 
 func (g *keyLog) note(to *[]string, key string) {
@@ -59,7 +63,11 @@ func (g *keyLog) Confirm(ctx context.Context, req payment.ConfirmRequest) (payme
 
 func (g *keyLog) Refund(ctx context.Context, req payment.RefundRequest) (payment.Refund, error) {
 	g.note(&g.refunds, req.IdempotencyKey)
-	return g.Gateway.Refund(ctx, req)
+	rf, err := g.Gateway.Refund(ctx, req)
+	if h := g.afterRefund.Load(); h != nil {
+		(*h)(req, rf, err)
+	}
+	return rf, err
 }
 
 // stripeFixture is a service paying through the Stripe adapter

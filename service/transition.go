@@ -100,8 +100,9 @@ type callResult struct {
 	err   *apperr.Error
 	// intent is the intent an awaiting charge waits on (class awaiting).
 	intent *payment.Intent
-	// code, if set, is the error code a declined attempt records instead of
-	// err's (payment_expired, canceled).
+	// code, if set, is the error code a declined or rejected attempt
+	// records instead of err's (payment_expired, canceled,
+	// ErrorProviderRefundFailed).
 	code string
 	// authorized is the intent of a charge that only authorized (capture
 	// at fulfilment): its phase 3 records the authorization.
@@ -470,6 +471,15 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 		apperr.Errorf(apperr.EUnavailable, "order %s is changing too fast; retry", rec.ResourceID))
 }
 
+// refundFailed is the answer of a partial refund the provider reports as
+// failed (its Refund object's status failed or canceled; Stripe: the card
+// it returns to was closed): nothing was refunded, its amount is no longer
+// reserved.
+func refundFailed() *apperr.Error {
+	return apperr.Errorf(apperr.ERefundRejected,
+		"the payment provider reports the refund failed (the payment method cannot take it back); nothing was refunded")
+}
+
 func refundRejected() *apperr.Error {
 	return apperr.Errorf(apperr.ERefundRejected,
 		"the payment provider knows no charge of this order to refund; the order stays PAID — contact support")
@@ -490,6 +500,9 @@ func (s *Service) settled(a payment.Attempt) callResult {
 	case payment.AttemptNeedsAttention:
 		return callResult{class: attention, err: needsAttention(a)}
 	case payment.AttemptRejected:
+		if a.Kind == payment.AttemptRefund && a.ErrorCode == ErrorProviderRefundFailed {
+			return callResult{class: rejected, err: refundFailed(), code: ErrorProviderRefundFailed}
+		}
 		if a.Kind == payment.AttemptRefund {
 			return callResult{class: rejected, err: refundRejected()}
 		}

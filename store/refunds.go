@@ -33,6 +33,9 @@ type Refund struct {
 	Reason      string
 	Status      payment.AttemptStatus
 	ProviderRef string
+	// ErrorCode is the attempt's error code ("" for none), as
+	// payment.Attempt.ErrorCode.
+	ErrorCode string
 	// ChargeKey and IntentID name the order's succeeded charge attempt
 	// and the provider object it captured: what is refunded.
 	ChargeKey string
@@ -64,8 +67,14 @@ type RefundTotals struct {
 // state stays) and Event, given the order and totals after the change, is
 // appended to the outbox; when it moves it from open to declined,
 // rejected or failed, the reservation is released.
+//
+// When Outcome is a success but the attempt was settled rejected first
+// (a provider's refund.failed event, taken in while the lease held it)
+// and Rejected is set, the key is completed with Rejected instead: the
+// refund never reached the customer, so its key never answers it.
 type RefundFinish struct {
 	Outcome   *idempotency.Record
+	Rejected  *idempotency.Record
 	ReleaseTo idempotency.State
 	Update    AttemptUpdate
 	Event     func(o order.Order, t RefundTotals) event.Event
@@ -133,6 +142,25 @@ type OpenRefundSettler interface {
 	// retry or the completer's pass, parked ones are resolved with
 	// OperatorExecutor.ResolveParkedKeys.
 	SettleOpenRefund(ctx context.Context, u AttemptUpdate, ev func(o order.Order, t RefundTotals) event.Event) (RefundTotals, error)
+}
+
+// RefundReverser is the capability of an Executor whose store keeps
+// partial refunds (both stores' executors have it): recording, in the
+// inbox's transaction, that a partial refund which succeeded failed at the
+// provider later (issue 16; Stripe: a refund's status moves from
+// succeeded to failed, docs.stripe.com/refunds "Failed refunds").
+type RefundReverser interface {
+	// ReverseRefund applies u (Status payment.AttemptRejected, an
+	// ErrorCode saying why) to the partial refund's attempt only while it
+	// is succeeded (ErrVersionConflict otherwise: never succeeded, or
+	// reversed already; nothing written). The refund's amount is taken off
+	// the order's refunded and reserved totals (the money is the
+	// merchant's again and may be refunded again), the order's version
+	// moves on by one and ev's event (given the order and totals after) is
+	// appended. The refund's idempotency keys keep their outcome: a replay
+	// answers the refund's first answer (draft-ietf-httpapi-idempotency-
+	// key-header §2.6). It returns the totals after.
+	ReverseRefund(ctx context.Context, u AttemptUpdate, ev func(o order.Order, t RefundTotals) event.Event) (RefundTotals, error)
 }
 
 // ParkedRefunds is the capability of a RefundStore that finds an order's

@@ -15,7 +15,8 @@ import (
 // charge id ch_…, OrderID the PaymentIntent's metadata orderly_order_id,
 // Status captured, refunded or failed; authorizations not captured and
 // pending bank debits are left out), one paysim.Refund per Stripe refund
-// (ChargeKey and ChargeID the charge id).
+// that did not fail (ChargeKey and ChargeID the charge id; a failed
+// refund returned nothing).
 func (s *Server) Snapshot(r *http.Request) (paysim.Snapshot, error) {
 	snap, err := s.ledger.Snapshot(r.Context())
 	if err != nil {
@@ -49,7 +50,7 @@ func (s *Server) Snapshot(r *http.Request) (paysim.Snapshot, error) {
 	if err := rows.Err(); err != nil {
 		return snap, err
 	}
-	rrows, err := s.db.QueryContext(r.Context(), `SELECT `+refundCols+` FROM stripe_refunds ORDER BY created_at, id`)
+	rrows, err := s.db.QueryContext(r.Context(), `SELECT `+refundCols+` FROM stripe_refunds WHERE status <> 'failed' ORDER BY created_at, id`)
 	if err != nil {
 		return snap, err
 	}

@@ -75,6 +75,8 @@
 // (requires_action until POST /admin/stripe/payment_intents/{id}/authenticate)
 // or debit a bank account (processing until POST
 // /admin/stripe/payment_intents/{id}/settle); both take ?outcome=success|failure.
+// MethodRefundFail's refunds fail after they succeeded (POST
+// /admin/stripe/refunds/{id}/fail).
 //
 // # Faults
 //
@@ -101,8 +103,11 @@
 // duplicate, drop, delay and reorder them. Types: payment_intent.created,
 // .succeeded, .payment_failed, .canceled, .processing, .requires_action,
 // .amount_capturable_updated; charge.succeeded, .failed, .captured,
-// .refunded; refund.created. (Stripe sends refund.updated when a refund's
-// status changes later; paysim's refunds succeed at once, so it sends none.)
+// .refunded, .refund.updated; refund.created, .updated, .failed. Refunds
+// succeed at once; a refund of a charge paid with MethodRefundFail fails
+// later when POST /admin/stripe/refunds/{id}/fail says so (Stripe's
+// refund_fail test card), which sends charge.refund.updated,
+// refund.updated and refund.failed.
 //
 // # Ledger views
 //

@@ -38,6 +38,14 @@ const (
 	// MethodSEPADebit is a SEPA Direct Debit, processing like
 	// MethodUSBankAccount (paysim's id too).
 	MethodSEPADebit = "pm_sepaDebit"
+	// MethodRefundFail is Stripe's test card whose charge succeeds and
+	// whose refunds begin as succeeded and fail later
+	// (docs.stripe.com/testing#refunds): here when POST
+	// /admin/stripe/refunds/{id}/fail says so, which sets the refund
+	// failed (failure_reason expired_or_canceled_card), gives its amount
+	// back to the charge's unrefunded amount and sends
+	// charge.refund.updated, refund.updated and refund.failed.
+	MethodRefundFail = "pm_card_refundFail"
 )
 
 // Paysim-only card methods that succeed like pm_card_visa but inject one
@@ -79,6 +87,7 @@ type method struct {
 
 var methods = map[string]method{
 	MethodVisa:                            {kind: kindCard, typ: "card"},
+	MethodRefundFail:                      {kind: kindCard, typ: "card"},
 	MethodMastercard:                      {kind: kindCard, typ: "card"},
 	MethodAmex:                            {kind: kindCard, typ: "card"},
 	"pm_card_visa_debit":                  {kind: kindCard, typ: "card"},

@@ -187,6 +187,10 @@ type refundJSON struct {
 	PaymentIntent string            `json:"payment_intent"`
 	Reason        *string           `json:"reason"`
 	Status        string            `json:"status"`
+	// FailureReason is set on a failed refund only (Stripe's
+	// failure_reason: lost_or_stolen_card, expired_or_canceled_card,
+	// unknown).
+	FailureReason *string `json:"failure_reason,omitempty"`
 }
 
 type listJSON struct {
@@ -259,8 +263,12 @@ func (r refund) json() refundJSON {
 	if m == nil {
 		m = map[string]string{}
 	}
-	return refundJSON{ID: r.ID, Object: "refund", Amount: r.Amount, Charge: r.Charge, Created: r.CreatedAt.Unix(),
+	out := refundJSON{ID: r.ID, Object: "refund", Amount: r.Amount, Charge: r.Charge, Created: r.CreatedAt.Unix(),
 		Currency: r.Currency, Metadata: m, PaymentIntent: r.PaymentIntent, Reason: strp(r.Reason), Status: r.Status}
+	if r.Status == "failed" {
+		out.FailureReason = strp("expired_or_canceled_card")
+	}
+	return out
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }

@@ -839,3 +839,67 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// adminFailRefund serves POST /admin/stripe/refunds/{id}/fail: the later
+// failure of a succeeded refund of a charge paid with MethodRefundFail
+// (Stripe: "its status begins as succeeded; some time later, it
+// transitions to failed", docs.stripe.com/testing#refunds). In one
+// transaction the refund becomes failed and its amount is the charge's
+// again (amount_refunded shrinks: the money is back in the merchant's
+// balance, docs.stripe.com/refunds "Failed refunds"); then
+// charge.refund.updated, refund.updated and refund.failed are sent. A
+// refund of another method, or not succeeded, is a 400
+// (invalid_request_error); an unknown one a 404 resource_missing. It
+// answers the refund.
+func (s *Server) adminFailRefund(w http.ResponseWriter, r *http.Request) {
+	c := &call{ctx: r.Context(), r: r, form: url.Values{}, now: s.cfg.Now().UTC().Truncate(time.Microsecond), window: s.cfg.AuthorizationWindow}
+	var out refundJSON
+	err := sqlitefile.InTx(r.Context(), s.db, func(tx *sql.Tx) error {
+		c.tx, c.events = tx, nil
+		id := r.PathValue("id")
+		rf, err := scanRefund(tx.QueryRowContext(c.ctx, `SELECT `+refundCols+` FROM stripe_refunds WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return noSuch("refund", id, "refund")
+		} else if err != nil {
+			return err
+		}
+		ch, err := loadCharge(c, rf.Charge)
+		if err != nil {
+			return err
+		}
+		if ch.PaymentMethod != MethodRefundFail {
+			return answer(http.StatusBadRequest, stripeError{Type: typeInvalidRequest, Param: "refund",
+				Message: "Only a refund of a charge paid with " + MethodRefundFail + " fails later."})
+		}
+		if rf.Status != "succeeded" {
+			return answer(http.StatusBadRequest, stripeError{Type: typeInvalidRequest, Param: "refund",
+				Message: fmt.Sprintf("Refund %s is %s; only a succeeded refund fails later.", rf.ID, rf.Status)})
+		}
+		rf.Status = "failed"
+		if _, err := tx.ExecContext(c.ctx, `UPDATE stripe_refunds SET status = ? WHERE id = ?`, rf.Status, rf.ID); err != nil {
+			return err
+		}
+		ch.AmountRefunded -= rf.Amount
+		if err := updateCharge(c, ch); err != nil {
+			return err
+		}
+		out = rf.json()
+		c.emit("charge.refund.updated", out)
+		c.emit("refund.updated", out)
+		c.emit("refund.failed", out)
+		return nil
+	})
+	if err != nil {
+		var a *answered
+		if errors.As(err, &a) {
+			writeAnswer(w, err)
+			return
+		}
+		s.internal(w, err)
+		return
+	}
+	for _, ev := range c.events {
+		s.hooks.emit(ev)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

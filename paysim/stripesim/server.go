@@ -173,6 +173,7 @@ func New(ctx context.Context, ledger *paysim.Ledger, native *paysim.Server, c Co
 	m.HandleFunc("GET /admin/stripe/ledger", s.adminStripeLedger)
 	m.HandleFunc("POST /admin/stripe/payment_intents/{id}/authenticate", s.adminComplete(kind3DS))
 	m.HandleFunc("POST /admin/stripe/payment_intents/{id}/settle", s.adminComplete(kindBankDebit))
+	m.HandleFunc("POST /admin/stripe/refunds/{id}/fail", s.adminFailRefund)
 	m.Handle("/", native)
 	return s, nil
 }

@@ -22,7 +22,8 @@ SELECT r.provider_key, r.tenant_id, r.order_id, r.amount, r.currency, r.reason, 
         AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
     COALESCE((SELECT c.intent_id FROM provider_attempts c WHERE c.order_id = r.order_id AND c.kind = 'charge'
         AND c.status = 'succeeded' ORDER BY c.created_at DESC LIMIT 1), ''),
-    COALESCE(t.captured, 0), COALESCE(t.reserved, 0), COALESCE(t.refunded, 0), COALESCE(r.refunded_after, 0)
+    COALESCE(t.captured, 0), COALESCE(t.reserved, 0), COALESCE(t.refunded, 0), COALESCE(r.refunded_after, 0),
+    COALESCE(a.error_code, '')
 FROM order_refunds r JOIN provider_attempts a ON a.provider_key = r.provider_key
 LEFT JOIN order_refund_totals t ON t.order_id = r.order_id
 WHERE r.provider_key = ?1`
@@ -67,7 +68,7 @@ func (e executor) getRefund(ctx context.Context, key string) (store.Refund, stor
 	var sent sql.NullInt64
 	var created int64
 	err := e.c.QueryRowContext(ctx, selectRefund, key).Scan(&r.ProviderKey, &r.TenantID, &r.OrderID, &r.Amount, &r.Currency,
-		&r.Reason, &status, &r.ProviderRef, &sent, &created, &r.ChargeKey, &r.IntentID, &t.Captured, &t.Reserved, &t.Refunded, &r.RefundedAfter)
+		&r.Reason, &status, &r.ProviderRef, &sent, &created, &r.ChargeKey, &r.IntentID, &t.Captured, &t.Reserved, &t.Refunded, &r.RefundedAfter, &r.ErrorCode)
 	if err != nil {
 		return r, t, translate(err)
 	}
@@ -151,23 +152,47 @@ func (s *Store) ReserveRefund(ctx context.Context, l store.Lease, r store.Refund
 
 // FinishRefund implements store.RefundStore in one IMMEDIATE transaction.
 func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundFinish) (t store.RefundTotals, err error) {
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		e := executor{c: tx, clock: s.clock}
-		if f.Outcome != nil {
-			if err := e.CompleteKey(ctx, l, *f.Outcome); err != nil {
+	finish := func(f store.RefundFinish) error {
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			e := executor{c: tx, clock: s.clock}
+			if f.Outcome != nil {
+				if err := e.CompleteKey(ctx, l, *f.Outcome); err != nil {
+					return err
+				}
+			} else if err := e.ReleaseKey(ctx, l, f.ReleaseTo); err != nil {
 				return err
 			}
-		} else if err := e.ReleaseKey(ctx, l, f.ReleaseTo); err != nil {
-			return err
-		}
-		t, err = e.settleRefund(ctx, f.Update, f.Event, settleOpenAttempt)
-		if errors.Is(err, errNotSettled) {
-			return nil // settled already: a late answer changes nothing
-		}
-		return err
-	})
+			t, err = e.settleRefund(ctx, f.Update, f.Event, settleOpenAttempt)
+			if !errors.Is(err, errNotSettled) {
+				return err
+			}
+			// Settled already: a late answer changes nothing, unless it
+			// says succeeded of a refund settled rejected first.
+			if f.Rejected != nil && f.Outcome != nil && f.Outcome.ErrorCode == "" {
+				a, err := e.GetAttempt(ctx, f.Update.ProviderKey)
+				if err != nil {
+					return err
+				}
+				if a.Status == payment.AttemptRejected {
+					return errSettledRejected
+				}
+			}
+			return nil
+		})
+	}
+	err = finish(f)
+	if errors.Is(err, errSettledRejected) {
+		// Rolled back: the key is completed with the rejection instead
+		// (the same lock order, key first; rejected is final).
+		f.Outcome = f.Rejected
+		err = finish(f)
+	}
 	return t, translate(err)
 }
+
+// errSettledRejected rolls back a FinishRefund whose success found its
+// attempt settled rejected first.
+var errSettledRejected = errors.New("sqlite: refund attempt settled rejected first")
 
 // errNotSettled is settleRefund's answer when its guarded statement found
 // the attempt in no state it settles: nothing was written.
@@ -190,26 +215,61 @@ func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev fu
 	case err != nil:
 		return t, translate(err)
 	}
-	switch u.Status {
-	case payment.AttemptSucceeded:
+	switch {
+	case settleSQL == reverseSucceededRefund:
+		if t, _, err = e.totals(ctx, takeBackRefunded, r.OrderID, amount); err != nil {
+			return t, err
+		}
+		return t, e.bumpWithEvent(ctx, r, t, ev)
+	case u.Status == payment.AttemptSucceeded:
 		if t, _, err = e.totals(ctx, addRefunded, r.OrderID, amount); err != nil {
 			return t, err
 		}
 		if _, err := e.c.ExecContext(ctx, setRefundedAfter, r.ProviderKey, t.Refunded); err != nil {
 			return t, translate(err)
 		}
-		o, err := scanOrder(e.c.QueryRowContext(ctx, bumpOrderVersion, r.OrderID, r.TenantID))
-		if err != nil {
-			return t, translate(err)
-		}
-		if ev != nil {
-			return t, e.AppendEvent(ctx, ev(o, t))
-		}
-	case payment.AttemptDeclined, payment.AttemptRejected, payment.AttemptFailed:
+		return t, e.bumpWithEvent(ctx, r, t, ev)
+	case u.Status == payment.AttemptDeclined, u.Status == payment.AttemptRejected, u.Status == payment.AttemptFailed:
 		t, _, err = e.totals(ctx, releaseReserved, r.OrderID, amount)
 		return t, err
 	}
 	return t, nil
+}
+
+// bumpWithEvent moves refund r's order's version on by one and appends
+// ev's event of the order and totals t after.
+func (e executor) bumpWithEvent(ctx context.Context, r store.Refund, t store.RefundTotals, ev func(order.Order, store.RefundTotals) event.Event) error {
+	o, err := scanOrder(e.c.QueryRowContext(ctx, bumpOrderVersion, r.OrderID, r.TenantID))
+	if err != nil {
+		return translate(err)
+	}
+	if ev != nil {
+		return e.AppendEvent(ctx, ev(o, t))
+	}
+	return nil
+}
+
+// reverseSucceededRefund mirrors store/postgres's: it settles attempt ?1
+// only while it is succeeded.
+const reverseSucceededRefund = `UPDATE provider_attempts SET status = ?2, provider_ref = COALESCE(?3, provider_ref),
+    error_code = ?4, updated_at = ?5
+WHERE provider_key = ?1 AND status = 'succeeded' RETURNING amount`
+
+// takeBackRefunded takes a failed refund's amount ?2 off order ?1's
+// refunded and reserved totals.
+const takeBackRefunded = `UPDATE order_refund_totals SET refunded = refunded - ?2, reserved = reserved - ?2
+WHERE order_id = ?1 RETURNING captured, reserved, refunded`
+
+var _ store.RefundReverser = executor{}
+
+// ReverseRefund implements store.RefundReverser with
+// reverseSucceededRefund's guard.
+func (e executor) ReverseRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
+	t, err := e.settleRefund(ctx, u, ev, reverseSucceededRefund)
+	if errors.Is(err, errNotSettled) {
+		return t, store.ErrVersionConflict
+	}
+	return t, err
 }
 
 const settleParkedRefund = `UPDATE provider_attempts SET status = ?2, provider_ref = COALESCE(?3, provider_ref),
