@@ -216,9 +216,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Pgbench, "pgbench", "", "bench: pgbench binary (empty: skip pgbench)")
 	fs.StringVar(&c.BenchSQL, "bench-sql", "bench", "bench: directory of the pgbench scripts")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
-	fs.Float64Var(&c.Mix.BusCommands, "bus-commands", 0, "fraction of keyed pays, fulfils and cancels sent as JetStream commands (orderd needs -commands-nats-url)")
+	fs.Float64Var(&c.Mix.BusCommands, "bus-commands", 0, "fraction of keyed pays, fulfils, cancels and partial refunds sent as JetStream commands (orderd needs -commands-nats-url)")
 	fs.Float64Var(&c.Mix.Reads, "reads", DefaultMix.Reads, "fraction of successful answers followed by a GET of the order on another instance, most with the answer's Orderly-Consistency-Token (read your writes, through a read replica if orderd has one)")
 	fs.Float64Var(&c.Mix.BusTwin, "bus-twin", DefaultMix.BusTwin, "fraction of bus commands raced by an HTTP request with the same key")
+	fs.Float64Var(&c.Mix.Refunds, "refunds", DefaultMix.Refunds, "fraction of paid orders given one to three partial refunds (before a cancel, after a fulfil, or left PAID)")
 	fs.StringVar(&c.Bus.URL, "nats-url", "nats://127.0.0.1:4222", "with -bus-commands: the JetStream server orderd takes commands from")
 	fs.StringVar(&c.Bus.Root, "bus-subject-root", "orderly", "with -bus-commands: orderd's -commands-subject-root")
 	fs.StringVar(&c.Bus.Stream, "bus-stream", "", "with -bus-commands: orderd's -commands-stream, to wait until its consumer has handled every command")
@@ -246,7 +247,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	m := DefaultMix
 	m.DoubleClick, m.Parallel, m.Replay, m.MethodFaults, m.SKUFaults = c.Mix.DoubleClick, c.Mix.Parallel, c.Mix.Replay, c.Mix.MethodFaults, c.Mix.SKUFaults
-	m.BusCommands, m.BusTwin, m.Reads = c.Mix.BusCommands, c.Mix.BusTwin, c.Mix.Reads
+	m.BusCommands, m.BusTwin, m.Reads, m.Refunds = c.Mix.BusCommands, c.Mix.BusTwin, c.Mix.Reads, c.Mix.Refunds
 	c.Mix = m
 	for _, t := range strings.Split(targets, ",") {
 		if t = strings.TrimSpace(t); t != "" {

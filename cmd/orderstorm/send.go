@@ -211,6 +211,10 @@ func (s *Sender) keyed(ctx context.Context, op *book.Op, inst int) book.Obs {
 		res, err = c.FulfillOrder(ctx, op.Order.ID(), key)
 	case book.KindCancel:
 		res, err = c.CancelOrder(ctx, op.Order.ID(), key)
+	case book.KindRefund:
+		var rr *client.Response[client.Refund]
+		rr, err = c.RefundOrder(ctx, op.Order.ID(), *op.Refund, key)
+		res = refundResponse(rr)
 	default:
 		return book.Obs{Err: "unknown kind " + op.Kind}
 	}
@@ -445,6 +449,17 @@ func (s *Sender) CloseIdle() { s.raw.CloseIdleConnections() }
 
 // payResponse is a pay's answer as the storm's book records every answer:
 // the order (a 202's pending payment is not part of the book's model).
+// refundResponse carries a partial refund's answer as an order answer: its
+// resource the refund's id (as a keyless answer's "id"), no state and no
+// version (a refund is not a transition).
+func refundResponse(rr *client.Response[client.Refund]) *client.Response[order.Order] {
+	if rr == nil {
+		return nil
+	}
+	return &client.Response[order.Order]{Value: order.Order{ID: rr.Value.ID}, StatusCode: rr.StatusCode, Header: rr.Header,
+		Replayed: rr.Replayed, IdempotencyKey: rr.IdempotencyKey, KeyExpiresAt: rr.KeyExpiresAt, Attempts: rr.Attempts}
+}
+
 func payResponse(pr *client.Response[client.PayResult]) *client.Response[order.Order] {
 	if pr == nil {
 		return nil

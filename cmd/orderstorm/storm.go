@@ -36,6 +36,8 @@ type Mix struct {
 	BusCommands  float64 // a keyed pay, fulfil or cancel is sent as a JetStream command (needs a Bus)
 	BusTwin      float64 // a bus command is raced by an HTTP twin with the same key
 	Reads        float64 // a successful answer is followed by a GET of the order (reads.go)
+	Refunds      float64 // a paid order gets one to three partial refunds (before its cancel, after its fulfil, or left PAID)
+	RaceRefunds  float64 // an order's partial refunds are sent all at once, to different instances
 }
 
 // DefaultMix is the default storm traffic.
@@ -43,6 +45,7 @@ var DefaultMix = Mix{
 	DoubleClick: 0.15, Parallel: 0.15, Replay: 0.2, MethodFaults: 0.06, SKUFaults: 0.04, OutOfStock: 0.01,
 	Decline: 0.04, NewKeyRepeat: 0.05, CancelRCVD: 0.08, Abandon: 0.04, RacePayCncl: 0.04, RacePayFul: 0.03,
 	CancelPaid: 0.08, StopPaid: 0.05, RaceFulCncl: 0.04, Impatient: 0.5, BusTwin: 0.3, Reads: 0.2,
+	Refunds: 0.2, RaceRefunds: 0.4,
 }
 
 // busWait bounds how long a shopper waits for a bus command's key to be
@@ -280,10 +283,14 @@ var (
 	allowFulfilRace = []int{http.StatusOK, http.StatusConflict, http.StatusUnprocessableEntity}
 	allowCancel     = []int{http.StatusOK}
 	allowCancelRace = []int{http.StatusOK, http.StatusConflict}
-	paymentMethods  = []string{"pm_fault_drop_after_commit", "pm_fault_503", "pm_fault_timeout"}
-	declinedMethod  = "pm_card_declined"
-	approvedMethod  = "pm_card_visa"
-	maxPayAttempts  = 3
+	// allowRefund: a partial refund succeeds, or is a 409 (more than is
+	// left: refund_exceeds_captured; an order the fulfil's refusal got
+	// cancelled: invalid_transition).
+	allowRefund    = []int{http.StatusOK, http.StatusConflict}
+	paymentMethods = []string{"pm_fault_drop_after_commit", "pm_fault_503", "pm_fault_timeout"}
+	declinedMethod = "pm_card_declined"
+	approvedMethod = "pm_card_visa"
+	maxPayAttempts = 3
 )
 
 // runOrder is one shopper's order: create, then one of the flows, then
@@ -367,10 +374,17 @@ func (s *Storm) payFlow(ctx context.Context, rng *rand.Rand, o *book.OrderRec) {
 		s.perform(ctx, rng, op, single)
 		s.count(&s.dups, "new_key_repeat", 1)
 	}
+	refunds := rng.Float64() < s.Mix.Refunds
 	switch x := rng.Float64(); {
 	case x < s.Mix.CancelPaid:
+		if refunds {
+			s.partialRefunds(ctx, rng, o) // then the cancel refunds what they left
+		}
 		s.cancel(ctx, rng, o, allowCancel, false)
 	case x < s.Mix.CancelPaid+s.Mix.StopPaid:
+		if refunds {
+			s.partialRefunds(ctx, rng, o)
+		}
 	case x < s.Mix.CancelPaid+s.Mix.StopPaid+s.Mix.RaceFulCncl:
 		s.raceFulfilCancel(ctx, rng, o)
 	default:
@@ -378,8 +392,44 @@ func (s *Storm) payFlow(ctx context.Context, rng *rand.Rand, o *book.OrderRec) {
 		op := s.newOp(o, p, book.OpSpec{Kind: book.KindFulfill, Allowed: allowFulfil})
 		if ob, ok := s.perform(ctx, rng, op, p); ok && ob.Status == http.StatusUnprocessableEntity && rng.IntN(2) == 0 {
 			s.cancel(ctx, rng, o, allowCancel, false) // out of stock: refund
+		} else if refunds {
+			s.partialRefunds(ctx, rng, o) // returns
 		}
 	}
+}
+
+// partialRefunds sends one to three partial refunds of o (issue 16), each
+// of up to half the order's amount under its own key (and a reason of its
+// own, so keyless ones derive keys of their own), sometimes all at once to
+// different instances: together they may ask more than was captured,
+// which the server refuses (409 refund_exceeds_captured) rather than
+// refund.
+func (s *Storm) partialRefunds(ctx context.Context, rng *rand.Rand, o *book.OrderRec) {
+	n := 1 + rng.IntN(3)
+	ops := make([]*book.Op, n)
+	pats := make([]pattern, n)
+	for i := range ops {
+		in := &client.RefundInput{Amount: 1 + rng.Int64N(max(1, o.Amount/2)), Currency: o.Input.Currency,
+			Reason: fmt.Sprintf("storm return %d", i+1)}
+		pats[i] = s.pattern(rng)
+		ops[i] = s.newOp(o, pats[i], book.OpSpec{Kind: book.KindRefund, Refund: in, Allowed: allowRefund})
+	}
+	s.count(&s.dups, "partial refunds", int64(n))
+	if n == 1 || rng.Float64() >= s.Mix.RaceRefunds {
+		for i, op := range ops {
+			s.perform(ctx, rng, op, pats[i])
+		}
+		return
+	}
+	s.count(&s.dups, "racing partial refunds", int64(n))
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, op := range ops {
+		r := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)+5)) //nolint:gosec // i is an index, never negative
+		wg.Go(func() { <-gate; s.perform(ctx, r, op, pats[i]) })
+	}
+	close(gate)
+	wg.Wait()
 }
 
 func (s *Storm) cancel(ctx context.Context, rng *rand.Rand, o *book.OrderRec, allowed []int, race bool) (book.Obs, bool) {

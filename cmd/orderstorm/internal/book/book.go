@@ -20,7 +20,10 @@ const (
 	KindPay     = "pay"
 	KindFulfill = "fulfill"
 	KindCancel  = "cancel"
-	KindReplay  = "replay"
+	// KindRefund is a partial refund (POST /v1/orders/{id}/refunds; on the
+	// bus, the command op "refund").
+	KindRefund = "refund"
+	KindReplay = "replay"
 )
 
 // Ways a request is sent besides the primary send of a logical operation:
@@ -111,6 +114,7 @@ type Op struct {
 	AltBody []byte
 	Create  *order.NewOrderInput
 	Pay     *client.PayInput
+	Refund  *client.RefundInput
 	Repeat  bool  // a repeat with a new key by the user, not a logical op
 	Race    bool  // sent racing another operation on the same order
 	Bus     bool  // sent as a JetStream command (Nats-Msg-Id = Key)
@@ -234,6 +238,7 @@ type OpSpec struct {
 	Keyed   bool                 // sent with a key of the run's; false: the server derives one
 	Create  *order.NewOrderInput // the body of a create
 	Pay     *client.PayInput     // the body of a pay
+	Refund  *client.RefundInput  // the body of a partial refund
 	Repeat  bool                 // a repeat with a new key by the user, not a logical operation
 	Race    bool                 // sent racing another operation on the same order
 	Allowed []int                // definitive statuses that are legal answers
@@ -246,7 +251,7 @@ func (b *Book) NewOp(o *OrderRec, s OpSpec) (*Op, error) {
 	b.opSeq++
 	seq := b.opSeq
 	b.mu.Unlock()
-	op := &Op{Seq: seq, Order: o, Kind: s.Kind, Keyed: s.Keyed, Create: s.Create, Pay: s.Pay,
+	op := &Op{Seq: seq, Order: o, Kind: s.Kind, Keyed: s.Keyed, Create: s.Create, Pay: s.Pay, Refund: s.Refund,
 		Repeat: s.Repeat, Race: s.Race, Allowed: s.Allowed}
 	id := o.ID()
 	route, params := "/v1/orders", map[string]string(nil)
@@ -257,14 +262,20 @@ func (b *Book) NewOp(o *OrderRec, s OpSpec) (*Op, error) {
 		if id == "" {
 			return nil, fmt.Errorf("%s before the order has an id", s.Kind)
 		}
-		op.Path = "/v1/orders/" + id + "/" + s.Kind
-		route, params = "/v1/orders/{id}/"+s.Kind, map[string]string{"id": id}
+		segment := s.Kind
+		if s.Kind == KindRefund {
+			segment = "refunds"
+		}
+		op.Path = "/v1/orders/" + id + "/" + segment
+		route, params = "/v1/orders/{id}/"+segment, map[string]string{"id": id}
 	}
 	switch {
 	case s.Create != nil:
 		op.Body, _ = json.Marshal(s.Create)
 	case s.Pay != nil:
 		op.Body, _ = json.Marshal(s.Pay)
+	case s.Refund != nil:
+		op.Body, _ = json.Marshal(s.Refund)
 	}
 	if !s.Keyed {
 		op.AltBody = respell(op.Body, seq)

@@ -45,6 +45,7 @@ const (
 	AnomalyPaidNoCapture      = "paid_without_capture"       // the order is PAID or FULFILLED and the provider never captured it
 	AnomalyShipNotFulfilled   = "shipment_without_fulfilled" // the warehouse shipped an order that is not FULFILLED
 	AnomalyMoney              = "money_mismatch"             // the provider's captured minus refunded amount is not what the order's state says
+	AnomalyRefundTotals       = "refund_totals_mismatch"     // the order's refunded total is not what the provider refunded, or partial refunds the provider made are not the order's succeeded ones
 	AnomalyInternalError      = "internal_error_500"         // the service answered 500
 	AnomalyHarnessUnreachable = "check_incomplete"           // a check could not run
 )
@@ -91,6 +92,11 @@ type Report struct {
 	RunRefunded  int64 `json:"run_refunded_minor"`
 	// CancelledPaid counts CANCELLED orders the provider had captured.
 	CancelledPaid int `json:"cancelled_paid_orders"`
+	// PaidRefunded is what partial refunds returned of the run's PAID and
+	// FULFILLED orders (their refunded totals, minor units); PartialRefunds
+	// counts the run's partial refund attempts that succeeded (issue 16).
+	PaidRefunded   int64 `json:"paid_orders_refunded_minor"`
+	PartialRefunds int   `json:"partial_refunds"`
 	// Replays counts the stored answers that were replays; ReplaysCompared
 	// those whose body could be compared byte for byte with the original's.
 	Replays         int `json:"replays"`
@@ -259,24 +265,52 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 	// Their provider attempts, counted by kind/status: the tenant's
 	// attempts, kept for the run's orders.
 	attempts := map[string]map[string]int{}
-	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT order_id, kind, status FROM provider_attempts WHERE tenant_id = $1`), b.Tenant)
+	// A partial refund's attempt (provider key <order id>/refunds/…) counts
+	// as kind partial_refund, apart from the cancel's refund.
+	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT order_id, kind, status, provider_key FROM provider_attempts WHERE tenant_id = $1`), b.Tenant)
 	if err != nil {
 		return rep, fmt.Errorf("reading provider attempts: %w", err)
 	}
 	for rows.Next() {
-		var id, kind, status string
-		if err := rows.Scan(&id, &kind, &status); err != nil {
+		var id, kind, status, key string
+		if err := rows.Scan(&id, &kind, &status, &key); err != nil {
 			rows.Close()
 			return rep, err
 		}
 		if _, ours := byID[id]; !ours {
 			continue
 		}
+		if kind == "refund" && strings.Contains(key, "/refunds/") {
+			kind = "partial_refund"
+		}
 		if attempts[id] == nil {
 			attempts[id] = map[string]int{}
 		}
 		attempts[id][kind+"/"+status]++
 		rep.AttemptsChecked++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return rep, err
+	}
+
+	// Their refund totals (issue 16): what partial refunds (and a cancel
+	// from PAID) returned, per order.
+	refunded := map[string]int64{}
+	rows, err = c.DB.QueryContext(ctx, c.DB.q(`SELECT order_id, refunded FROM order_refund_totals WHERE tenant_id = $1`), b.Tenant)
+	if err != nil {
+		return rep, fmt.Errorf("reading refund totals: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			rows.Close()
+			return rep, err
+		}
+		if _, ours := byID[id]; ours {
+			refunded[id] = n
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -327,7 +361,7 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 			c.checkOp(&rep, op, keys, byID, now())
 		}
 		if len(found) == 1 {
-			c.checkState(&rep, o, found[0], ops, attempts[found[0].id], ledger)
+			c.checkState(&rep, o, found[0], ops, attempts[found[0].id], refunded[found[0].id], ledger)
 		}
 	}
 	markers := make([]string, 0, len(byMarker))
@@ -602,7 +636,14 @@ func reachable(from, to string) bool {
 
 // checkState checks the order's final state against the answers, its
 // provider attempts and the provider's ledger.
-func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*book.Op, att map[string]int, ledger map[string]*orderLedger) {
+//
+// Partial refunds (issue 16) leave the state alone: a PAID or FULFILLED
+// order's provider holds its amount less its refunded total (dbRefunded,
+// minor units), which must be what the provider refunded, by as many
+// refunds as the order's partial refund attempts that succeeded; a
+// CANCELLED one nets to nothing. Money refunded never exceeds money
+// captured.
+func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*book.Op, att map[string]int, dbRefunded int64, ledger map[string]*orderLedger) {
 	ref := o.Marker + "/" + row.id
 	asked := map[string]bool{}
 	for _, op := range ops {
@@ -666,26 +707,42 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 	if l.shipments > 1 {
 		rep.Add(AnomalyDoubleShipment, ref, "the warehouse shipped the order %d times", l.shipments)
 	}
-	if l.refunds > l.captures {
-		rep.Add(AnomalyRefundNoCapture, ref, "%d refunds for %d captures", l.refunds, l.captures)
+	if l.refunded > l.captured {
+		rep.Add(AnomalyRefundNoCapture, ref, "the provider refunded %d of %d captured (%d refunds, %d captures)",
+			l.refunded, l.captured, l.refunds, l.captures)
+	}
+	partial := att["partial_refund/succeeded"]
+	rep.PartialRefunds += partial
+	paidState := row.state == "PAID" || row.state == "FULFILLED"
+	switch {
+	case paidState && (dbRefunded != l.refunded || partial != l.refunds):
+		rep.Add(AnomalyRefundTotals, ref, "state %s: the order's refunded total is %d by %d partial refunds, the provider refunded %d in %d refunds",
+			row.state, dbRefunded, partial, l.refunded, l.refunds)
+	case row.state == "CANCELLED" && l.refunds != partial && l.refunds != partial+1:
+		rep.Add(AnomalyRefundTotals, ref, "state CANCELLED: %d partial refunds succeeded, the provider made %d refunds (want those and at most the cancel's)",
+			partial, l.refunds)
+	case !paidState && row.state != "CANCELLED" && partial > 0:
+		rep.Add(AnomalyRefundTotals, ref, "state %s with %d succeeded partial refunds", row.state, partial)
 	}
 	ok := true
 	switch row.state {
 	case "RCVD":
 		ok = l.captures == 0 && l.refunds == 0 && l.shipments == 0
 	case "PAID":
-		ok = l.captures == 1 && l.refunds == 0 && l.shipments == 0
+		ok = l.captures == 1 && l.shipments == 0
 	case "FULFILLED":
-		ok = l.captures == 1 && l.refunds == 0 && l.shipments == 1
+		ok = l.captures == 1 && l.shipments == 1
 	case "CANCELLED":
-		ok = l.captures == l.refunds && l.shipments == 0
+		ok = l.refunded == l.captured && l.shipments == 0
 	}
 	// The money: what the provider holds for the order, net of refunds, is
-	// the order's amount exactly when the order is PAID or FULFILLED, and
-	// nothing otherwise; every capture is of the order's amount.
+	// the order's amount less what its partial refunds returned exactly
+	// when the order is PAID or FULFILLED, and nothing otherwise; every
+	// capture is of the order's amount.
 	want := int64(0)
-	if row.state == "PAID" || row.state == "FULFILLED" {
-		want = row.amount
+	if paidState {
+		want = row.amount - dbRefunded
+		rep.PaidRefunded += dbRefunded
 	}
 	if net := l.captured - l.refunded; net != want || l.captured != int64(l.captures)*row.amount {
 		rep.Add(AnomalyMoney, ref, "state %s, amount %d: the provider captured %d in %d captures and refunded %d (net %d, want %d)",

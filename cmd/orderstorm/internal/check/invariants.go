@@ -64,7 +64,7 @@ var invariantKinds = []struct {
 	{"replays equal and byte-identical", []string{AnomalyReplayMismatch, AnomalyReplayNotFlagged, AnomalyDoubleExecution, AnomalyReplayBytes}},
 	{"captures vs paid orders", []string{AnomalyDoubleCapture, AnomalyAttemptLedger, AnomalyMoney, AnomalyStateLedger, AnomalyPaidNoCapture}},
 	{"shipments vs fulfilled orders", []string{AnomalyDoubleShipment, AnomalyShipNotFulfilled}},
-	{"refunds vs cancelled paid orders", []string{AnomalyRefundNoCapture}},
+	{"refunds vs cancelled paid orders", []string{AnomalyRefundNoCapture, AnomalyRefundTotals}},
 	{"events per change", []string{AnomalyEventMissing, AnomalyEventPhantom}},
 	{"deliveries per event", []string{AnomalyWebhookMissing, AnomalyWebhookPhantom, AnomalyWebhookSignature,
 		AnomalyWebhookOutOfOrder, AnomalyWebhookState}},
@@ -89,22 +89,23 @@ func Summarize(rep *Report, in Inputs, requireAll bool) {
 	ran := map[string]bool{"one order per logical create": rep.DBOrders > 0 || rep.LogicalCreates == 0,
 		"every operation answered, keys agree": true, "replays equal and byte-identical": true}
 	if rep.LedgerChecked {
-		counts["captures vs paid orders"] = fmt.Sprintf("%d captures − %d refunds = %d; PAID+FULFILLED orders %d; money: %d captured − %d refunded = %d, orders' amount %d (minor units)",
-			rep.RunCaptures, rep.RunRefunds, rep.RunCaptures-rep.RunRefunds, paid,
-			rep.RunCaptured, rep.RunRefunded, rep.RunCaptured-rep.RunRefunded, rep.PaidAmount)
+		counts["captures vs paid orders"] = fmt.Sprintf("%d captures − %d captured CANCELLED orders = %d; PAID+FULFILLED orders %d; money: %d captured − %d refunded = %d, orders' amount %d − %d partially refunded = %d (minor units)",
+			rep.RunCaptures, rep.CancelledPaid, rep.RunCaptures-rep.CancelledPaid, paid,
+			rep.RunCaptured, rep.RunRefunded, rep.RunCaptured-rep.RunRefunded, rep.PaidAmount, rep.PaidRefunded, rep.PaidAmount-rep.PaidRefunded)
 		counts["shipments vs fulfilled orders"] = fmt.Sprintf("%d shipments, %d FULFILLED orders", rep.RunShipments, st["FULFILLED"])
-		counts["refunds vs cancelled paid orders"] = fmt.Sprintf("%d refunds, %d CANCELLED orders that were captured", rep.RunRefunds, rep.CancelledPaid)
+		counts["refunds vs cancelled paid orders"] = fmt.Sprintf("%d refunds: %d partial refunds, %d CANCELLED orders that were captured", rep.RunRefunds, rep.PartialRefunds, rep.CancelledPaid)
 		ran["captures vs paid orders"], ran["shipments vs fulfilled orders"], ran["refunds vs cancelled paid orders"] = true, true, true
 		// The totals, beside the per-order checks that imply them.
-		if rep.RunCaptures-rep.RunRefunds != paid || rep.RunCaptured-rep.RunRefunded != rep.PaidAmount {
-			rep.Add(AnomalyMoney, "-", "ledger totals: %d captures − %d refunds for %d PAID+FULFILLED orders; %d − %d minor units for %d",
-				rep.RunCaptures, rep.RunRefunds, paid, rep.RunCaptured, rep.RunRefunded, rep.PaidAmount)
+		if rep.RunCaptures-rep.CancelledPaid != paid || rep.RunCaptured-rep.RunRefunded != rep.PaidAmount-rep.PaidRefunded {
+			rep.Add(AnomalyMoney, "-", "ledger totals: %d captures − %d captured CANCELLED orders for %d PAID+FULFILLED orders; %d − %d minor units for %d − %d",
+				rep.RunCaptures, rep.CancelledPaid, paid, rep.RunCaptured, rep.RunRefunded, rep.PaidAmount, rep.PaidRefunded)
 		}
 		if rep.RunShipments != st["FULFILLED"] {
 			rep.Add(AnomalyDoubleShipment, "-", "ledger totals: %d shipments for %d FULFILLED orders", rep.RunShipments, st["FULFILLED"])
 		}
-		if rep.RunRefunds != rep.CancelledPaid {
-			rep.Add(AnomalyRefundNoCapture, "-", "ledger totals: %d refunds for %d captured CANCELLED orders", rep.RunRefunds, rep.CancelledPaid)
+		if rep.RunRefunds < rep.PartialRefunds || rep.RunRefunds > rep.PartialRefunds+rep.CancelledPaid {
+			rep.Add(AnomalyRefundNoCapture, "-", "ledger totals: %d refunds for %d partial refunds and %d captured CANCELLED orders",
+				rep.RunRefunds, rep.PartialRefunds, rep.CancelledPaid)
 		}
 	}
 	if w := in.Webhooks; w != nil {

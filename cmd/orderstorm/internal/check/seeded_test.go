@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -51,9 +52,11 @@ func (f *fixture) ship(orderID string) {
 }
 
 // TestCheckerNamesEverySeededAnomaly seeds a database (on each store) with
-// two consistent orders and one of each anomaly — a double capture, a PAID
-// order without a capture, a shipment of an order that is not FULFILLED,
-// an outbox event without its change, an event never delivered — and
+// three consistent orders (one partially refunded) and one of each anomaly
+// — a double capture, a PAID order without a capture, a shipment of an
+// order that is not FULFILLED, an outbox event without its change, an
+// event never delivered, refunds above the capture, a provider refund the
+// order's totals never counted — and
 // requires the checker to name each one, on its order, under its
 // invariant, and nothing on the consistent orders.
 func TestCheckerNamesEverySeededAnomaly(t *testing.T) {
@@ -111,6 +114,36 @@ func TestCheckerNamesEverySeededAnomaly(t *testing.T) {
 			f.setVersion("ord_not_delivered", 2)
 			got = append(got, f.events("ord_not_delivered", "PAID", []int64{1, 2}, map[int64]bool{1: true})...)
 
+			// Partial refunds (issue 16): a consistent PAID order refunded 30
+			// of its 100 by one partial refund; one the provider refunded
+			// above what it captured; one whose provider refund the order
+			// never counted.
+			partial := func(id string, refunded int64, refunds ...int64) {
+				r.paidOrder(id)
+				f.setVersion(id, 2+int64(len(refunds)))
+				var ts any = time.Now().UTC()
+				if f.sqlite {
+					ts = time.Now().UnixMicro()
+				}
+				if refunded > 0 {
+					f.exec(`INSERT INTO order_refund_totals (order_id, tenant_id, captured, reserved, refunded) VALUES ($1, $2, 100, $3, $3)`,
+						id, testTenant, refunded)
+				}
+				seqs := []int64{1, 2}
+				for i, amt := range refunds {
+					if refunded > 0 {
+						f.exec(`INSERT INTO provider_attempts (provider_key, tenant_id, order_id, kind, status, amount, currency, created_at, updated_at)
+							VALUES ($1, $2, $3, 'refund', 'succeeded', $4, 'USD', $5, $5)`, fmt.Sprintf("%s/refunds/%016d", id, i), testTenant, id, amt, ts)
+					}
+					f.ledger.Refunds = append(f.ledger.Refunds, paysim.Refund{ID: fmt.Sprintf("re_%s_%d", id, i), ChargeKey: id + "/pay/1", Amount: amt})
+					seqs = append(seqs, int64(3+i))
+				}
+				got = append(got, f.events(id, "PAID", seqs, map[int64]bool{1: true, 2: true, 3: true, 4: true})...)
+			}
+			partial("ord_ok_refunded", 30, 30)
+			partial("ord_over_refunded", 100, 60, 90)
+			partial("ord_refund_not_counted", 0, 40)
+
 			c := &Checker{DB: db, DerivedTTL: 10 * time.Minute, Ledger: &f.ledger}
 			ctx := context.Background()
 			if err := db.Analyze(ctx); err != nil {
@@ -142,6 +175,10 @@ func TestCheckerNamesEverySeededAnomaly(t *testing.T) {
 				{AnomalyShipNotFulfilled, "ord_shipped_not_fulfilled", "shipments vs fulfilled orders"},
 				{AnomalyEventPhantom, "ord_event_no_change", "events per change"},
 				{AnomalyWebhookMissing, "ord_not_delivered", "deliveries per event"},
+				{AnomalyRefundNoCapture, "ord_over_refunded", "refunds vs cancelled paid orders"},
+				{AnomalyRefundTotals, "ord_over_refunded", "refunds vs cancelled paid orders"},
+				{AnomalyRefundTotals, "ord_refund_not_counted", "refunds vs cancelled paid orders"},
+				{AnomalyMoney, "ord_refund_not_counted", "captures vs paid orders"},
 			}
 			for _, s := range seeded {
 				found := false
@@ -162,7 +199,7 @@ func TestCheckerNamesEverySeededAnomaly(t *testing.T) {
 					t.Errorf("an anomaly on a consistent order: %+v", a)
 				}
 			}
-			if wr.Events != 16 || wr.Changes != 15 || rep.DBOrders != 7 || rep.RunShipments != 2 {
+			if wr.Events != 16+3+4+3 || wr.Changes != 15+3+4+3 || rep.DBOrders != 10 || rep.RunShipments != 2 || rep.PartialRefunds != 3 {
 				t.Errorf("the checker did not see every row: %+v, %+v", wr, rep)
 			}
 		})
