@@ -15,8 +15,16 @@ import (
 // readAll reads the whole request body, at most cfg.MaxBodyBytes. Errors:
 // 413 payload_too_large past the limit, 408 request_timeout when the body
 // did not arrive within the request deadline (the connection's read
-// deadline, admission.go), 400 when it could not be read otherwise.
+// deadline, admission.go), 400 when it could not be read otherwise. A
+// Content-Length past the limit is a 413 before anything is read, so a
+// client that sent Expect: 100-continue (RFC 9110 §10.1.1; curl does for
+// bodies over 1 MiB) gets the 413 instead of a 100 Continue, and never
+// sends the body into a connection the server then closes.
 func (s *server) readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		w.Header().Set("Connection", "close")
+		return nil, apperr.Errorf(codeTooLarge, "the request body exceeds %d bytes", s.cfg.MaxBodyBytes)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err == nil {
 		return body, nil

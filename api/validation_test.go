@@ -1,9 +1,14 @@
 package api_test
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orderly/orderly/api"
 	"github.com/orderly/orderly/apperr"
@@ -147,4 +152,36 @@ func TestBadInputNeverMutates(t *testing.T) {
 			wantStatus(t, do(t, env, http.MethodPost, eventPath(o.ID, order.EventCancel), testenv.KeyA, newKey(t), `{}`), http.StatusOK)
 		})
 	})
+}
+
+// TestOversizedBodyWithExpectContinue: a request whose Content-Length is
+// past the body limit and that waits for 100 Continue (curl's default
+// above 1 MiB) is answered 413 payload_too_large problem+json at once,
+// never 100 Continue (found by a new-user trial: the client got a 100,
+// sent its body, and the server's close reset the connection before any
+// answer).
+func TestOversizedBodyWithExpectContinue(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testenv.SQLite, testenv.Options{})
+	for _, path := range []string{"/v1/orders", "/v1/orders/ord_00000000000000000000000000000000/refunds"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(env.Server.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nIdempotency-Key: big-1\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", path, testenv.KeyA, api.DefaultMaxBodyBytes+1)
+		_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a hang becomes a failure
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer to an oversized body's headers: %v", path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(string(b), "payload_too_large") {
+			t.Fatalf("%s: oversized body with Expect: 100-continue answered %d %s %s, want a 413 payload_too_large problem",
+				path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+	}
 }

@@ -415,3 +415,44 @@ func TestPartialRefundEventSettlesParked(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialRefundFailedEventSettlesParked (issue 16): a provider's
+// refund.failed about a parked partial refund settles it rejected in the
+// inbox's transaction: its reservation is released, its parked key now
+// replays refund_rejected ("failed"), no order.refunded is written, a
+// second delivery is already_settled and an operator's resolve finds
+// nothing parked.
+func TestPartialRefundFailedEventSettlesParked(t *testing.T) {
+	for _, kind := range testenv.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			p := newParkedRefund(t, kind, true)
+			for i, want := range []service.InboxOutcome{service.InboxApplied, service.InboxAlreadySettled} {
+				out, err := p.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "paysim", EventID: fmt.Sprintf("evt_parked_failed%d", i),
+					Type: payment.EventRefundFailed, ObjectID: "re_parked", Reference: payment.Reference{OrderID: p.o.ID, Key: p.a.ProviderKey},
+					Amount: 400, Currency: "EUR"})
+				if err != nil || out != want {
+					t.Fatalf("refund.failed %d about the parked refund = %q, %v; want %q", i, out, err, want)
+				}
+			}
+			if a := p.attempt(t); a.Status != payment.AttemptRejected || a.ErrorCode != service.ErrorProviderRefundFailed {
+				t.Fatalf("attempt = %+v; want rejected %s", a, service.ErrorProviderRefundFailed)
+			}
+			if tt := p.totals(t); tt.Reserved != 0 || tt.Refunded != 0 {
+				t.Fatalf("totals = %+v; want nothing reserved or refunded", tt)
+			}
+			for i := range 2 {
+				if _, err := p.refund(ctx, "lost", 400); apperr.ErrorCode(err) != apperr.ERefundRejected || !strings.Contains(err.Error(), "failed") {
+					t.Fatalf("the parked key's retry %d = %v; want refund_rejected (failed)", i, err)
+				}
+			}
+			if ts := p.f.eventsOf(t, p.o); countType(ts, event.OrderRefunded) != 0 {
+				t.Fatalf("events %v; want no order.refunded", ts)
+			}
+			if _, err := p.ops.Resolve(ctx, opCall("late"), p.a.ProviderKey, service.FindingSucceeded, ""); err == nil {
+				t.Fatalf("an operator's resolve after the event succeeded; want it refused (nothing parked)")
+			}
+		})
+	}
+}

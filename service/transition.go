@@ -482,7 +482,7 @@ func refundFailed() *apperr.Error {
 
 func refundRejected() *apperr.Error {
 	return apperr.Errorf(apperr.ERefundRejected,
-		"the payment provider knows no charge of this order to refund; the order stays PAID — contact support")
+		"the payment provider knows no charge of this order to refund; nothing was refunded and the order keeps its state — contact support")
 }
 
 func busy(o order.Order) error {

@@ -130,7 +130,12 @@ type Config struct {
 	// Provider is the payment API of the spawned cluster: "paysim"
 	// (paysim's native API) or "stripe" (paysim -api stripe, orderd on the
 	// Stripe adapter).
-	Provider      string        `json:"provider"`
+	Provider string `json:"provider"`
+	// Capture is orderd's capture mode (ORDERD_CAPTURE): at_pay, or
+	// at_fulfilment (a pay authorizes, a fulfilment captures, a cancel
+	// voids; issue 16). With -spawn it is set on the orderd; the checker
+	// expects its ledger either way.
+	Capture       string        `json:"capture"`
 	Mix           Mix           `json:"mix"`
 	KillEvery     time.Duration `json:"kill_every"`
 	KillPaysim    bool          `json:"kill_paysim"`
@@ -228,6 +233,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.DeleteBusStream, "bus-delete-stream", false, "delete -bus-stream after the run (a stream of the run's own)")
 	fs.BoolVar(&c.Webhooks, "webhooks", false, "receive orderd's webhooks on a loopback endpoint and check them after the storm (orderd needs ORDERD_WEBHOOK_ALLOW_PRIVATE=true; -spawn sets it)")
 	var pw ProviderWebhooks
+	fs.StringVar(&c.Capture, "capture", "at_pay", "orderd's capture mode, at_pay or at_fulfilment (with -spawn set as ORDERD_CAPTURE; the checker expects authorizations on PAID orders, captures on FULFILLED ones, voids on cancels)")
 	fs.StringVar(&c.Provider, "provider", "paysim", "with -spawn: paysim (its native API) or stripe (paysim -api stripe, and orderd with ORDERD_PAYMENT_PROVIDER=stripe: the Stripe adapter end to end)")
 	providerWebhooks := fs.Bool("provider-webhooks", false, "with -spawn: the spawned paysim sends signed webhooks to the first orderd (ORDERD_PROVIDER_WEBHOOK_SECRET; with -provider stripe, Stripe-signed to /provider/stripe/webhooks, ORDERD_STRIPE_WEBHOOK_SECRET), with the faults below")
 	fs.Float64Var(&pw.DuplicateRate, "provider-webhook-duplicate-rate", 0.3, "with -provider-webhooks: fraction of provider webhooks delivered twice")
@@ -288,6 +294,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, errors.New("-bus-commands, -bus-twin and -reads must be in [0, 1]")
 	case c.DeleteBusStream && c.Bus.Stream == "" && c.Spawn == 0:
 		return c, errors.New("-bus-delete-stream needs -bus-stream")
+	case c.Capture != "at_pay" && c.Capture != "at_fulfilment":
+		return c, fmt.Errorf("-capture must be at_pay or at_fulfilment, not %q", c.Capture)
 	case c.Provider != "paysim" && c.Provider != "stripe":
 		return c, fmt.Errorf("-provider must be paysim or stripe, not %q", c.Provider)
 	case c.Provider == "stripe" && (c.Spawn == 0 || c.PaysimURL != ""):
@@ -413,6 +421,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			var sb [16]byte
 			_, _ = crand.Read(sb[:])
 			cfg.ProviderWebhooks.Secret = "whsec_storm_" + hex.EncodeToString(sb[:])
+		}
+		if cfg.Capture == "at_fulfilment" {
+			cfg.OrderdEnv = append([]string{"ORDERD_CAPTURE=at_fulfilment"}, cfg.OrderdEnv...)
 		}
 		if cfg.Webhooks {
 			// The receiver is on the loopback; quick retries keep the

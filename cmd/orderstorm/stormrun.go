@@ -246,7 +246,8 @@ func runStorm(ctx context.Context, cfg Config, runID string, bases []string, clu
 		seconds[name] = round3(time.Since(t0).Seconds())
 		return err
 	}
-	checker := &check.Checker{HTTP500: sender.counter.status(500), DerivedTTL: cfg.DerivedTTL}
+	checker := &check.Checker{HTTP500: sender.counter.status(500), DerivedTTL: cfg.DerivedTTL,
+		CaptureAtFulfilment: cfg.Capture == "at_fulfilment"}
 	var db *check.DB
 	if cfg.DatabaseURL != "" {
 		var err error

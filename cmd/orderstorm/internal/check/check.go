@@ -97,6 +97,9 @@ type Report struct {
 	// counts the run's partial refund attempts that succeeded (issue 16).
 	PaidRefunded   int64 `json:"paid_orders_refunded_minor"`
 	PartialRefunds int   `json:"partial_refunds"`
+	// CaptureAtFulfilment is the Checker's: the money is held by
+	// FULFILLED orders only.
+	CaptureAtFulfilment bool `json:"capture_at_fulfilment,omitempty"`
 	// Replays counts the stored answers that were replays; ReplaysCompared
 	// those whose body could be compared byte for byte with the original's.
 	Replays         int `json:"replays"`
@@ -178,6 +181,11 @@ type Checker struct {
 	DerivedTTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// CaptureAtFulfilment: orderd ran with ORDERD_CAPTURE=at_fulfilment
+	// (issue 16). A PAID order's payment is only authorized (the provider
+	// holds no capture for it), a FULFILLED one's captured once it
+	// shipped, a cancel voids (no capture, no refund).
+	CaptureAtFulfilment bool
 }
 
 type dbOrder struct {
@@ -222,7 +230,7 @@ func escapeLike(s string) string {
 
 // Check runs every invariant over the run's orders.
 func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
-	rep := Report{ByKind: map[string]int{}, DBStates: map[string]int{}}
+	rep := Report{ByKind: map[string]int{}, DBStates: map[string]int{}, CaptureAtFulfilment: c.CaptureAtFulfilment}
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
@@ -253,7 +261,7 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 		byID[o.id] = o
 		rep.DBOrders++
 		rep.DBStates[o.state]++
-		if o.state == "PAID" || o.state == "FULFILLED" {
+		if o.state == "FULFILLED" || (o.state == "PAID" && !c.CaptureAtFulfilment) {
 			rep.PaidAmount += o.amount
 		}
 	}
@@ -646,9 +654,13 @@ func reachable(from, to string) bool {
 func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*book.Op, att map[string]int, dbRefunded int64, ledger map[string]*orderLedger) {
 	ref := o.Marker + "/" + row.id
 	asked := map[string]bool{}
+	shipRefused := false // a fulfil answered 422: the warehouse refused the shipment for good
 	for _, op := range ops {
 		asked[op.Kind] = true
 		for _, ob := range op.Observations() {
+			if op.Kind == book.KindFulfill && ob.Definitive && ob.Status == http.StatusUnprocessableEntity {
+				shipRefused = true
+			}
 			if ob.Definitive && ob.Status >= 200 && ob.Status < 300 && !reachable(ob.State, row.state) {
 				rep.Add(AnomalyAckedStateLost, ref, "a %s was answered %d with state %s, but the order is %s",
 					op.Kind, ob.Status, ob.State, row.state)
@@ -665,7 +677,10 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 			rep.Add(AnomalyPhantomTransition, ref, "the order is FULFILLED but pay and fulfill were not both sent")
 		}
 	case "CANCELLED":
-		if !asked[book.KindCancel] {
+		// With capture at fulfilment a shipment refused for good voids the
+		// authorization and cancels the order (README "Capture at
+		// fulfilment").
+		if !asked[book.KindCancel] && !(c.CaptureAtFulfilment && shipRefused) {
 			rep.Add(AnomalyPhantomTransition, ref, "the order is CANCELLED but no cancel was sent")
 		}
 	}
@@ -713,7 +728,8 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 	}
 	partial := att["partial_refund/succeeded"]
 	rep.PartialRefunds += partial
-	paidState := row.state == "PAID" || row.state == "FULFILLED"
+	// paidState: the provider holds the order's money (less its refunds).
+	paidState := row.state == "FULFILLED" || (row.state == "PAID" && !c.CaptureAtFulfilment)
 	switch {
 	case paidState && (dbRefunded != l.refunded || partial != l.refunds):
 		rep.Add(AnomalyRefundTotals, ref, "state %s: the order's refunded total is %d by %d partial refunds, the provider refunded %d in %d refunds",
@@ -725,14 +741,14 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 		rep.Add(AnomalyRefundTotals, ref, "state %s with %d succeeded partial refunds", row.state, partial)
 	}
 	ok := true
-	switch row.state {
-	case "RCVD":
+	switch {
+	case row.state == "RCVD", row.state == "PAID" && c.CaptureAtFulfilment:
 		ok = l.captures == 0 && l.refunds == 0 && l.shipments == 0
-	case "PAID":
+	case row.state == "PAID":
 		ok = l.captures == 1 && l.shipments == 0
-	case "FULFILLED":
+	case row.state == "FULFILLED":
 		ok = l.captures == 1 && l.shipments == 1
-	case "CANCELLED":
+	case row.state == "CANCELLED":
 		ok = l.refunded == l.captured && l.shipments == 0
 	}
 	// The money: what the provider holds for the order, net of refunds, is
@@ -752,7 +768,7 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 		rep.CancelledPaid++
 	}
 	switch {
-	case (row.state == "PAID" || row.state == "FULFILLED") && l.captures == 0:
+	case paidState && l.captures == 0:
 		rep.Add(AnomalyPaidNoCapture, ref, "state %s but the provider has no capture (%d refunds, %d shipments)",
 			row.state, l.refunds, l.shipments)
 	case row.state != "FULFILLED" && l.shipments > 0:
@@ -762,7 +778,12 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 		rep.Add(AnomalyStateLedger, ref, "state %s but the provider has %d captures, %d refunds, %d shipments",
 			row.state, l.captures, l.refunds, l.shipments)
 	}
-	if charges != l.captures {
+	if c.CaptureAtFulfilment {
+		// A charge attempt authorizes; the capture attempt captures.
+		if n := att["capture/succeeded"]; n != l.captures {
+			rep.Add(AnomalyAttemptLedger, ref, "%d succeeded capture attempts recorded, %d captures at the provider", n, l.captures)
+		}
+	} else if charges != l.captures {
 		rep.Add(AnomalyAttemptLedger, ref, "%d succeeded charge attempts recorded, %d captures at the provider",
 			charges, l.captures)
 	}

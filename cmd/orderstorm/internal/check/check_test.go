@@ -374,3 +374,27 @@ func TestDerivedKeyOfBodilessRequest(t *testing.T) {
 	f.keyHash(op, op.AltKeyHashes[0], http.StatusOK)
 	wantKinds(t, r.check(db, false))
 }
+
+// TestCheckerCaptureAtFulfilment (issue 16): with capture at fulfilment a
+// PAID order holds only an authorization, so one the provider captured is
+// an anomaly (money moved before the goods shipped), and one it did not
+// is consistent; a FULFILLED order must be captured once by its capture
+// attempt.
+func TestCheckerCaptureAtFulfilment(t *testing.T) {
+	f, db := pgFixture(t)
+	r := newRun(f, "capful01")
+	check := func() Report {
+		t.Helper()
+		rep, err := (&Checker{DB: db, DerivedTTL: 10 * time.Minute, Ledger: &f.ledger, CaptureAtFulfilment: true}).Check(context.Background(), r.book)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	r.paidOrder("ord_authorized")
+	f.ledger.Charges = f.ledger.Charges[:len(f.ledger.Charges)-1] // authorized, not captured
+	wantKinds(t, check())
+
+	r.paidOrder("ord_captured_early") // the provider holds a capture of a PAID order
+	wantKinds(t, check(), AnomalyStateLedger, AnomalyAttemptLedger)
+}

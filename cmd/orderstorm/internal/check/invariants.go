@@ -79,6 +79,9 @@ var invariantKinds = []struct {
 func Summarize(rep *Report, in Inputs, requireAll bool) {
 	st := rep.DBStates
 	paid := st["PAID"] + st["FULFILLED"]
+	if rep.CaptureAtFulfilment {
+		paid = st["FULFILLED"] // PAID orders are only authorized
+	}
 	counts := map[string]string{
 		"one order per logical create": fmt.Sprintf("%d logical creates (%d acknowledged), %d orders in the database",
 			rep.LogicalCreates, rep.AckedCreates, rep.DBOrders),
@@ -89,7 +92,7 @@ func Summarize(rep *Report, in Inputs, requireAll bool) {
 	ran := map[string]bool{"one order per logical create": rep.DBOrders > 0 || rep.LogicalCreates == 0,
 		"every operation answered, keys agree": true, "replays equal and byte-identical": true}
 	if rep.LedgerChecked {
-		counts["captures vs paid orders"] = fmt.Sprintf("%d captures − %d captured CANCELLED orders = %d; PAID+FULFILLED orders %d; money: %d captured − %d refunded = %d, orders' amount %d − %d partially refunded = %d (minor units)",
+		counts["captures vs paid orders"] = fmt.Sprintf("%d captures − %d captured CANCELLED orders = %d; orders holding money %d; money: %d captured − %d refunded = %d, orders' amount %d − %d partially refunded = %d (minor units)",
 			rep.RunCaptures, rep.CancelledPaid, rep.RunCaptures-rep.CancelledPaid, paid,
 			rep.RunCaptured, rep.RunRefunded, rep.RunCaptured-rep.RunRefunded, rep.PaidAmount, rep.PaidRefunded, rep.PaidAmount-rep.PaidRefunded)
 		counts["shipments vs fulfilled orders"] = fmt.Sprintf("%d shipments, %d FULFILLED orders", rep.RunShipments, st["FULFILLED"])
