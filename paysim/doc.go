@@ -73,6 +73,10 @@
 //	GET  /v1/shipments/{id}               200 shipment | 409 remembered | 404
 //	GET  /v1/shipments?idempotency_key=K  200 shipment | 409 remembered | 404 (paysim's own;
 //	                    the warehouse seam never looks a request up by key)
+//	POST /admin/refunds/{id}/fail  a succeeded refund of a charge paid with MethodRefundFail
+//	                    fails later (Stripe's refund_fail test card): status "failed", its
+//	                    amount the charge's again, refund.failed sent; 200 refund | 404 |
+//	                    400 (another method's refund, or not succeeded)
 //	GET  /admin/ledger  {"intents":[…],"charges":[…],"refunds":[…],"shipments":[…]}
 //	GET  /admin/stats   Stats: {"captures_by_order","max_captures_per_order","shipments_by_order",
 //	                    "max_shipments_per_order","charges","declines","refunds","shipments",
@@ -117,7 +121,8 @@
 // # Webhooks
 //
 // With Config.Webhooks.URL set, every new charge, decline and refund sends a
-// WebhookEvent (charge.succeeded, charge.failed, refund.succeeded, with a
+// WebhookEvent (charge.succeeded, charge.failed, refund.succeeded, and
+// refund.failed when a refund is failed by POST /admin/refunds/{id}/fail, with a
 // provider event id; its data carries the object id, the idempotency key,
 // the order id, the amount and the currency — a refund's also its charge id) signed with Sign (SignatureHeader; VerifySignature
 // checks it), delivered at least once: retried with exponential backoff and

@@ -158,6 +158,51 @@ func (l *Ledger) CreateRefund(ctx context.Context, r Refund) (_ Refund, created 
 	return out, created, translate(err)
 }
 
+// ErrRefundNotFailable is returned by FailRefund for a refund that did not
+// succeed (failed already) or whose charge was not paid with
+// testmode.MethodRefundFail.
+var ErrRefundNotFailable = errors.New("paysim: the refund cannot fail")
+
+// FailRefund fails the succeeded refund id of a charge paid with
+// testmode.MethodRefundFail, in one BEGIN IMMEDIATE transaction: the
+// refund becomes failed and its amount is its charge's again (the charge
+// captured again once nothing of it stays refunded). It returns the
+// refund after. Errors: ErrNotFound, ErrRefundNotFailable.
+func (l *Ledger) FailRefund(ctx context.Context, id string) (Refund, error) {
+	var out Refund
+	err := sqlitefile.InTx(ctx, l.db, func(tx *sql.Tx) error {
+		var method string
+		var created int64
+		var intent, ref sql.NullString
+		r := Refund{}
+		err := tx.QueryRowContext(ctx, selectRefundByID, id).Scan(&r.IdempotencyKey, &r.ID, &r.ChargeID, &r.ChargeKey, &r.OrderID,
+			&r.Currency, &r.Amount, &created, &intent, &ref, &r.Status, &method)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return ErrNotFound
+		case err != nil:
+			return err
+		case method != testmode.MethodRefundFail:
+			return fmt.Errorf("%w: refund %s is of a charge paid with %q; only %s's refunds fail", ErrRefundNotFailable, id, method, testmode.MethodRefundFail)
+		}
+		res, err := tx.ExecContext(ctx, failRefund, id)
+		if n, err := affected(res, err); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("%w: refund %s is %s", ErrRefundNotFailable, id, r.Status)
+		}
+		res, err = tx.ExecContext(ctx, unrefundCharge, r.Amount, r.ChargeKey)
+		if n, err := affected(res, err); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("paysim: charge %s holds less refunded than refund %s", r.ChargeKey, id)
+		}
+		out, err = scanRefund(tx.QueryRowContext(ctx, selectRefund, r.IdempotencyKey))
+		return err
+	})
+	return out, translate(err)
+}
+
 // Shipment returns the outcome recorded under the shipment key, or
 // ErrNotFound.
 func (l *Ledger) Shipment(ctx context.Context, key string) (Shipment, error) {
@@ -300,7 +345,7 @@ func scanRefund(row scanner) (Refund, error) {
 	var created int64
 	var intent, ref sql.NullString
 	err := row.Scan(&r.IdempotencyKey, &r.ID, &r.ChargeID, &r.ChargeKey, &r.OrderID, &r.Currency, &r.Amount, &created,
-		&intent, &ref)
+		&intent, &ref, &r.Status)
 	r.PaymentIntent, r.Reference = intent.String, ref.String
 	r.CreatedAt = fromMicros(created)
 	return r, err
@@ -331,7 +376,7 @@ func affected(res sql.Result, err error) (int64, error) {
 func translate(err error) error {
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrChargeNotFound), errors.Is(err, ErrRefundTooLarge),
-		errors.Is(err, ErrIntentNotFound), errors.Is(err, ErrIntentState):
+		errors.Is(err, ErrIntentNotFound), errors.Is(err, ErrIntentState), errors.Is(err, ErrRefundNotFailable):
 		return err
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrNotFound

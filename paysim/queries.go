@@ -20,7 +20,18 @@ const (
 	WHERE idempotency_key = ?2 AND status <> 'failed' AND amount_refunded + ?1 <= amount`
 
 	refundColumns = `r.idempotency_key, r.id, c.id, r.charge_key, c.order_id, c.currency, r.amount, r.created_at,
-	c.payment_intent, r.reference`
+	c.payment_intent, r.reference, r.status`
+	selectRefundByID = `SELECT ` + refundColumns + `, c.payment_method
+	FROM refunds r JOIN charges c ON c.idempotency_key = r.charge_key
+	WHERE r.id = ?`
+	// failRefund fails a succeeded refund; zero rows means it was not
+	// succeeded.
+	failRefund = `UPDATE refunds SET status = 'failed' WHERE id = ? AND status = 'succeeded'`
+	// unrefundCharge gives a failed refund's amount back to its charge.
+	unrefundCharge = `UPDATE charges
+	SET amount_refunded = amount_refunded - ?1,
+	    status = CASE WHEN amount_refunded - ?1 = 0 THEN 'captured' ELSE 'refunded' END
+	WHERE idempotency_key = ?2 AND amount_refunded >= ?1`
 	insertRefund = `INSERT INTO refunds (idempotency_key, id, charge_key, amount, created_at, reference)
 	VALUES (?, ?, ?, ?, ?, ?)`
 	selectRefund = `SELECT ` + refundColumns + `
@@ -57,7 +68,7 @@ const (
 	countAll         = `SELECT
 	(SELECT COUNT(*) FROM charges WHERE status <> 'failed'),
 	(SELECT COUNT(*) FROM charges WHERE status = 'failed'),
-	(SELECT COUNT(*) FROM refunds),
+	(SELECT COUNT(*) FROM refunds WHERE status = 'succeeded'),
 	(SELECT COUNT(*) FROM shipments WHERE status = 'shipped'),
 	(SELECT COUNT(*) FROM shipments WHERE status = 'out_of_stock')`
 

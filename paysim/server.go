@@ -115,6 +115,7 @@ func NewServer(l *Ledger, c Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/shipments", post(s, shipments))
 	s.mux.HandleFunc("GET /v1/shipments", s.getShipments(get(s, shipments)))
 	s.mux.HandleFunc("GET /v1/shipments/{id}", s.getShipment)
+	s.mux.HandleFunc("POST /admin/refunds/{id}/fail", s.failRefund)
 	s.mux.HandleFunc("GET /admin/ledger", s.getLedger)
 	s.mux.HandleFunc("GET /admin/stats", s.getStats)
 	s.mux.HandleFunc("GET /admin/faults", s.getFaults)
@@ -188,6 +189,29 @@ func (s *Server) Stats(ctx context.Context) (Stats, error) {
 func (s *Server) StopDelays() { s.stopOnce.Do(func() { close(s.stop) }) }
 
 // --- admin
+
+// failRefund serves POST /admin/refunds/{id}/fail: the later failure of a
+// succeeded refund of a charge paid with testmode.MethodRefundFail
+// (Ledger.FailRefund), then its refund.failed webhook; it answers the
+// refund (status failed). An unknown refund is a 404, one that cannot fail
+// a 400 (invalid_request_error).
+func (s *Server) failRefund(w http.ResponseWriter, r *http.Request) {
+	rf, err := s.ledger.FailRefund(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, apiError{Type: ErrTypeNotFound, Message: fmt.Sprintf("no refund %q", r.PathValue("id"))})
+		return
+	case errors.Is(err, ErrRefundNotFailable):
+		invalid(w, err.Error())
+		return
+	case err != nil:
+		s.fail(w, err)
+		return
+	}
+	s.hooks.emit(EventRefundFailed, WebhookData{ObjectID: rf.ID, IdempotencyKey: rf.IdempotencyKey, ChargeID: rf.ChargeID,
+		OrderID: rf.OrderID, Amount: rf.Amount, Currency: rf.Currency})
+	writeJSON(w, http.StatusOK, rf)
+}
 
 func (s *Server) getLedger(w http.ResponseWriter, r *http.Request) {
 	snap, err := s.ledger.Snapshot(r.Context())

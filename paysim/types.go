@@ -17,6 +17,9 @@ const (
 	// MethodInsufficientFunds is declined with code
 	// DeclineInsufficientFunds.
 	MethodInsufficientFunds = testmode.MethodInsufficientFunds
+	// MethodRefundFail is approved; its charge's refunds succeed and fail
+	// later on POST /admin/refunds/{id}/fail (refund.failed is sent).
+	MethodRefundFail = testmode.MethodRefundFail
 
 	// MethodFaultDropAfterCommit captures the charge, then drops the reply
 	// (the connection closes without a response). First request per key
@@ -93,6 +96,8 @@ const (
 	ChargeAuthorized   = paysimwire.ChargeAuthorized
 	ShipmentShipped    = paysimwire.ShipmentShipped
 	ShipmentOutOfStock = paysimwire.ShipmentOutOfStock
+	RefundSucceeded    = paysimwire.RefundSucceeded
+	RefundFailed       = paysimwire.RefundFailed
 )
 
 // Snapshot is the whole ledger, as GET /admin/ledger returns it. Each list

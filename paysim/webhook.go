@@ -29,6 +29,7 @@ const (
 	EventChargeSucceeded = paysimwire.EventChargeSucceeded
 	EventChargeFailed    = paysimwire.EventChargeFailed
 	EventRefundSucceeded = paysimwire.EventRefundSucceeded
+	EventRefundFailed    = paysimwire.EventRefundFailed
 )
 
 // ErrSignature is paysimwire.ErrSignature.

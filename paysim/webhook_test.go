@@ -158,3 +158,67 @@ func TestWebhookFaults(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundFailsLater (issue 16): a refund of a charge paid with
+// MethodRefundFail succeeds, then POST /admin/refunds/{id}/fail fails it
+// (as Stripe's refund_fail card's refunds fail after they succeeded): the
+// refund reads failed, its amount is the charge's again (the whole amount
+// refunds afterwards), refund.failed is sent with the refund's key, amount
+// and currency, and the ledger's counts leave it out. A second fail, a
+// refund of another method and an unknown refund are refused.
+func TestRefundFailsLater(t *testing.T) {
+	rcv := newReceiver(t, 0)
+	e := startWith(t, t.TempDir(), paysim.Config{Webhooks: paysim.WebhookConfig{URL: rcv.ts.URL, Secret: secret}})
+	refund := func(key, chargeKey string, amount int64) paysim.Refund {
+		t.Helper()
+		r := e.do(request{method: "POST", path: "/v1/refunds", key: key, body: paysim.RefundParams{ChargeKey: chargeKey, Amount: amount}})
+		var rf paysim.Refund
+		decode(t, r, http.StatusCreated, &rf)
+		return rf
+	}
+	fail := func(id string) reply { return e.do(request{method: "POST", path: "/admin/refunds/" + id + "/fail"}) }
+	decode(t, e.charge("o1/pay/1", "o1", paysim.MethodRefundFail, ""), http.StatusCreated, &paysim.Charge{})
+	decode(t, e.charge("o2/pay/1", "o2", "pm_card_visa", ""), http.StatusCreated, &paysim.Charge{})
+	rf := refund("o1/refund/a", "o1/pay/1", 1000)
+	if rf.Status != paysim.RefundSucceeded {
+		t.Fatalf("refund = %+v, want succeeded", rf)
+	}
+	var failed paysim.Refund
+	decode(t, fail(rf.ID), http.StatusOK, &failed)
+	if failed.Status != paysim.RefundFailed || failed.ID != rf.ID || failed.Amount != 1000 {
+		t.Fatalf("failed refund = %+v, want %s failed", failed, rf.ID)
+	}
+	if c, _ := e.chargeUnder("o1/pay/1"); c.AmountRefunded != 0 || c.Status != paysim.ChargeCaptured {
+		t.Fatalf("charge after the failure = %+v, want captured with nothing refunded", c)
+	}
+	var found paysim.Refund
+	decode(t, e.lookup("refunds", "o1/refund/a"), http.StatusOK, &found)
+	if found.Status != paysim.RefundFailed {
+		t.Fatalf("lookup after the failure = %+v, want failed", found)
+	}
+	if r := fail(rf.ID); r.status != http.StatusBadRequest {
+		t.Errorf("second fail = %d %s, want 400", r.status, r.body)
+	}
+	other := refund("o2/refund/a", "o2/pay/1", 100)
+	if r := fail(other.ID); r.status != http.StatusBadRequest {
+		t.Errorf("fail of a pm_card_visa refund = %d %s, want 400", r.status, r.body)
+	}
+	if r := fail("re_nope"); r.status != http.StatusNotFound {
+		t.Errorf("fail of an unknown refund = %d %s, want 404", r.status, r.body)
+	}
+	if all := refund("o1/refund/b", "o1/pay/1", 4200); all.Amount != 4200 {
+		t.Fatalf("refund of the whole amount after the failure = %+v", all)
+	}
+	var ev *paysim.WebhookEvent
+	for _, got := range rcv.await(6) { // 2 charges, 3 refunds, 1 failure
+		if got.Type == paysim.EventRefundFailed {
+			ev = &got
+		}
+	}
+	if ev == nil || ev.Data.ObjectID != rf.ID || ev.Data.IdempotencyKey != "o1/refund/a" || ev.Data.Amount != 1000 || ev.Data.Currency == "" {
+		t.Fatalf("refund.failed event = %+v, want one about %s (key o1/refund/a, 1000)", ev, rf.ID)
+	}
+	if st := e.stats(); st.Refunds != 2 {
+		t.Errorf("stats count %d refunds, want 2 (the failed one left out)", st.Refunds)
+	}
+}

@@ -88,7 +88,17 @@ func intent(in paysimwire.Intent) payment.Intent {
 
 func refund(r paysimwire.Refund) payment.Refund {
 	return payment.Refund{ID: r.ID, IntentID: r.PaymentIntent, Reference: payment.Reference{OrderID: r.OrderID, Key: r.Reference},
-		Amount: r.Amount, Status: payment.RefundSucceeded, CreatedAt: r.CreatedAt.UTC()}
+		Amount: r.Amount, Status: refundStatus(r.Status), CreatedAt: r.CreatedAt.UTC()}
+}
+
+// refundStatus maps paysim's refund status to the payment domain's: failed
+// (a refund_fail test charge's refund failed later), else succeeded (""
+// from a paysim older than refund statuses).
+func refundStatus(s string) string {
+	if s == paysimwire.RefundFailed {
+		return payment.RefundFailed
+	}
+	return payment.RefundSucceeded
 }
 
 // Prepare implements payment.Gateway.

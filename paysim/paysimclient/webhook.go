@@ -60,11 +60,12 @@ var eventTypes = map[string]payment.ProviderEventType{
 	paysimwire.EventChargeSucceeded: payment.EventPaymentSucceeded,
 	paysimwire.EventChargeFailed:    payment.EventPaymentFailed,
 	paysimwire.EventRefundSucceeded: payment.EventRefundSucceeded,
+	paysimwire.EventRefundFailed:    payment.EventRefundFailed,
 }
 
 // Parse returns the provider event of a paysimwire.WebhookEvent body: its type
 // normalised (charge.succeeded → payment.succeeded, charge.failed →
-// payment.failed, refund.succeeded), the object it is about, the reference
+// payment.failed, refund.succeeded, refund.failed), the object it is about, the reference
 // (data.order_id, data.idempotency_key), the amount in minor units and the
 // currency, upper case.
 func (w Webhooks) Parse(body []byte) (payment.ProviderEvent, error) {
@@ -88,8 +89,9 @@ func (w Webhooks) Parse(body []byte) (payment.ProviderEvent, error) {
 	case len(out.EventID) > maxEventID:
 		return payment.ProviderEvent{}, fmt.Errorf("the event id is %d bytes, more than %d", len(out.EventID), maxEventID)
 	case !known:
-		return payment.ProviderEvent{}, fmt.Errorf("event %q has type %q, not one of %s, %s, %s",
-			ev.ID, ev.Type, paysimwire.EventChargeSucceeded, paysimwire.EventChargeFailed, paysimwire.EventRefundSucceeded)
+		return payment.ProviderEvent{}, fmt.Errorf("event %q has type %q, not one of %s, %s, %s, %s",
+			ev.ID, ev.Type, paysimwire.EventChargeSucceeded, paysimwire.EventChargeFailed, paysimwire.EventRefundSucceeded,
+			paysimwire.EventRefundFailed)
 	case out.Reference.Key == "":
 		return payment.ProviderEvent{}, fmt.Errorf("event %q has no data.idempotency_key", ev.ID)
 	case out.Currency == "":

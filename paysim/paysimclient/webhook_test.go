@@ -15,7 +15,7 @@ func TestParseNamesWhatIsWrong(t *testing.T) {
 	long := strings.Repeat("x", 300)
 	for _, tc := range []struct{ name, body, want string }{
 		{"unknown type", `{"id":"evt_1","type":"charge.exploded","data":{"idempotency_key":"ord_1/pay/1"}}`,
-			`event "evt_1" has type "charge.exploded", not one of charge.succeeded, charge.failed, refund.succeeded`},
+			`event "evt_1" has type "charge.exploded", not one of charge.succeeded, charge.failed, refund.succeeded, refund.failed`},
 		{"no id", `{"id":"","type":"charge.succeeded","data":{"idempotency_key":"ord_1/pay/1"}}`, "the event has no id"},
 		{"id too long", `{"id":"` + long + `","type":"charge.succeeded","data":{"idempotency_key":"ord_1/pay/1"}}`,
 			"the event id is 300 bytes, more than 255"},

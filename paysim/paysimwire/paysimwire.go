@@ -122,7 +122,17 @@ type Refund struct {
 	Currency  string    `json:"currency"`
 	Amount    int64     `json:"amount"`
 	CreatedAt time.Time `json:"created_at"`
+	// Status is RefundSucceeded, or RefundFailed once a refund of a
+	// testmode.MethodRefundFail charge was failed (POST
+	// /admin/refunds/{id}/fail). "" from a paysim before it: succeeded.
+	Status string `json:"status,omitempty"`
 }
+
+// Refund statuses.
+const (
+	RefundSucceeded = "succeeded"
+	RefundFailed    = "failed"
+)
 
 // RefundParams is the body of POST /v1/refunds: the charge to refund by
 // its key (ChargeKey) or the intent whose capture to refund
@@ -264,6 +274,9 @@ const (
 	EventChargeSucceeded = "charge.succeeded"
 	EventChargeFailed    = "charge.failed"
 	EventRefundSucceeded = "refund.succeeded"
+	// EventRefundFailed: a refund that succeeded failed later (its charge
+	// was paid with testmode.MethodRefundFail; POST /admin/refunds/{id}/fail).
+	EventRefundFailed = "refund.failed"
 )
 
 // WebhookEvent is the body of a webhook: a provider event id (unique, the

@@ -14,6 +14,10 @@ const (
 	MethodDeclined = "pm_card_declined"
 	// MethodInsufficientFunds is declined with DeclineInsufficientFunds.
 	MethodInsufficientFunds = "pm_card_insufficient_funds"
+	// MethodRefundFail is approved, and its charge's refunds succeed and
+	// can fail later (paysim: POST /admin/refunds/{id}/fail), as Stripe's
+	// refund_fail test card's do (docs.stripe.com/testing#refunds).
+	MethodRefundFail = "pm_card_refund_fail"
 )
 
 // SKUOutOfStock is the test SKU that is never in stock: a shipment that

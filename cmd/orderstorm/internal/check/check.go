@@ -472,6 +472,9 @@ func (c *Checker) ledgerByOrder(rep *Report) map[string]*orderLedger {
 		}
 	}
 	for _, rf := range c.Ledger.Refunds {
+		if rf.Status == paysim.RefundFailed {
+			continue // it failed later: nothing was returned
+		}
 		id, ok := chargeOrder[rf.ChargeKey]
 		if !ok {
 			id = "?" + rf.ChargeKey
