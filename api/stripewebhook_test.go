@@ -800,3 +800,56 @@ func TestStripeWebhookRefundFailsAfterSucceeding(t *testing.T) {
 		}
 	})
 }
+
+// TestStripeWebhookRefundFailedAndCancel (issue 16; found in review): a
+// cancel after a partial refund was reversed by its refund.failed finds
+// the order's charge (the reversal moved the version on) and refunds the
+// whole amount: CANCELLED, one capture and one refund that did not fail.
+// A partial refund of an order cancelled since, failing at the provider,
+// is not reversed (the cancel refunded what the provider said was left):
+// ignored, the totals stay closed.
+func TestStripeWebhookRefundFailedAndCancel(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, kind string) {
+		t.Parallel()
+		s := newStripeStack(t, kind, testenv.Options{})
+		refund := func(o order.Order, amount int64) refund {
+			t.Helper()
+			r := do(t, s.env, http.MethodPost, "/v1/orders/"+o.ID+"/refunds", testenv.KeyA, newKey(t),
+				map[string]any{"amount": amount, "currency": o.Currency})
+			wantStatus(t, r, http.StatusOK)
+			return decode[refund](t, r)
+		}
+		cancel := func(o order.Order) order.Order {
+			t.Helper()
+			r := do(t, s.env, http.MethodPost, eventPath(o.ID, order.EventCancel), testenv.KeyA, newKey(t), nil)
+			wantStatus(t, r, http.StatusOK)
+			return orderOf(t, r)
+		}
+
+		// Reversed, then cancelled.
+		o := create(t, s.env, testenv.KeyA, newKey(t), newCustomer(t))
+		wantPaid(t, s.pay(t, o, newKey(t), stripesim.MethodRefundFail))
+		p := refund(o, 250)
+		s.failStripeRefund(t, p.ProviderRef)
+		s.postWant(t, s.tap.waitFor(t, "refund.failed", p.ProviderRef), "applied")
+		if c := cancel(o); c.State != order.Cancelled {
+			t.Fatalf("cancel after the reversal = %s, want CANCELLED", c.State)
+		}
+		if cur := get(t, s.env, testenv.KeyA, o.ID); cur.AmountRefunded == nil || *cur.AmountRefunded != o.Amount {
+			t.Fatalf("cancelled order refunded %v, want %d", cur.AmountRefunded, o.Amount)
+		}
+		s.wantMoney(t, o.ID, 1, 1)
+
+		// Cancelled, then a partial refund fails.
+		o2 := create(t, s.env, testenv.KeyA, newKey(t), newCustomer(t))
+		wantPaid(t, s.pay(t, o2, newKey(t), stripesim.MethodRefundFail))
+		p2 := refund(o2, 300)
+		cancel(o2)
+		s.failStripeRefund(t, p2.ProviderRef)
+		s.postWant(t, s.tap.waitFor(t, "refund.failed", p2.ProviderRef), "ignored")
+		if cur := get(t, s.env, testenv.KeyA, o2.ID); cur.AmountRefunded == nil || *cur.AmountRefunded != o2.Amount {
+			t.Fatalf("cancelled order after its partial refund failed: refunded %v, want %d (closed)", cur.AmountRefunded, o2.Amount)
+		}
+	})
+}

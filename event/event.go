@@ -44,9 +44,9 @@ const (
 	// succeeded to failed, refund.failed, when the card it returns to was
 	// closed, and the money goes back to the merchant's balance). Refund
 	// says which and how much, and the order's totals after: its amount
-	// is no longer counted as refunded (nor reserved, so it can be
-	// refunded again), and the customer has not received it. The order's
-	// state does not change; its version does.
+	// is no longer counted as refunded (nor reserved, so the PAID or
+	// FULFILLED order can refund it again), and the customer has not
+	// received it. The order's state does not change; its version does.
 	OrderRefundFailed Type = "order.refund_failed"
 	// OperatorAction: an operator acted through the operator API (package
 	// operator): Action says who did what, why, when and to what. It is

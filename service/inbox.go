@@ -466,6 +466,11 @@ func attemptKeyOf(key string) string {
 // transaction tx (issue 16; Stripe sends it when a refund's status moves
 // to failed: docs.stripe.com/refunds "Failed refunds"):
 //
+//   - a succeeded, another ObjectID than its provider ref: "mismatch".
+//   - a succeeded, its order CANCELLED: logged for a person (the cancel
+//     refunded what the provider said was left), "ignored".
+//   - a succeeded while the cancel's refund is in flight: EUnavailable
+//     (503; the provider delivers it again).
 //   - a succeeded: the refund failed after it succeeded. It is reversed
 //     (store.RefundReverser: attempt rejected with
 //     ErrorProviderRefundFailed, its amount off the order's refunded and
@@ -491,6 +496,32 @@ func (s *Service) applyPartialRefundFailed(ctx context.Context, tx store.Executo
 		ref := a.ProviderRef
 		if ref == "" {
 			ref = ev.ObjectID
+		} else if ev.ObjectID != ref {
+			return InboxMismatch, nil // another provider refund under its reference: not the one counted
+		}
+		o, oerr := tx.GetOrder(ctx, a.TenantID, a.OrderID)
+		if oerr != nil {
+			return "", oerr
+		}
+		if o.State == order.Cancelled {
+			// The cancel refunded what the provider said was left when it
+			// asked, and closed the totals: whether that included this
+			// refund's amount depends on when the provider failed it, so
+			// a person compares the provider's refunds with the order's.
+			s.cfg.Logger.Error("a provider reports a partial refund of a cancelled order failed after it succeeded; "+
+				"compare the provider's refunds of the order with its cancel's refund: the customer may be owed this amount",
+				"order_id", a.OrderID, "provider_key", a.ProviderKey, "refund_id", ref, "amount", a.Amount,
+				"currency", a.Currency, "event_id", ev.EventID)
+			return InboxIgnored, nil
+		}
+		if c, cerr := tx.GetAttempt(ctx, refundKey(o.ID)); cerr == nil && c.Status.Open() {
+			// The cancel's refund is in flight: it refunds what the
+			// provider says is left and records captured − refunded, so
+			// the totals stay as they are until it has finished; the
+			// provider delivers the event again.
+			return "", apperr.Errorf(apperr.EUnavailable, "order %s is being cancelled; deliver the event again once it is", o.ID)
+		} else if cerr != nil && !errors.Is(cerr, store.ErrNotFound) {
+			return "", cerr
 		}
 		upd.ProviderRef = ref
 		_, err = rr.ReverseRefund(ctx, upd, func(after order.Order, t store.RefundTotals) event.Event {

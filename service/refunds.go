@@ -238,7 +238,11 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 	default:
 		f.ReleaseTo, f.Update.Status = idempotency.StateRetryableFailure, payment.AttemptFailed
 	}
-	if _, err := rs.FinishRefund(ctx, lease, f); err != nil {
+	if _, err := rs.FinishRefund(ctx, lease, f); errors.Is(err, store.ErrRefundSettledRejected) {
+		// A refund.failed event settled it first: the key holds
+		// f.Rejected, and so does this answer.
+		return keyed, refundFailed()
+	} else if err != nil {
 		s.observeFencing(rec.Operation, err)
 		_, err := s.lost(err)
 		return keyed, err
@@ -249,11 +253,6 @@ func (s *Service) driveRefund(ctx context.Context, rs store.RefundStore, rec ide
 	r, t, err = rs.GetRefund(ctx, r.ProviderKey)
 	if err != nil {
 		return keyed, err
-	}
-	if r.Status == payment.AttemptRejected {
-		// A refund.failed event settled it first: the key was completed
-		// with f.Rejected (FinishRefund).
-		return keyed, refundFailed()
 	}
 	return RefundResult{Refund: r, Totals: t, KeyExpiresAt: rec.ExpiresAt}, nil
 }
@@ -340,7 +339,10 @@ func (s *Service) paidChargeKey(ctx context.Context, o order.Order, version int6
 	if !ok || o.State != order.Paid {
 		return chargeKey(o.ID, version)
 	}
-	if t, err := rs.RefundTotals(ctx, o.TenantID, o.ID); err != nil || t.Reserved == 0 {
+	// No shortcut on the totals: a partial refund reversed by its
+	// refund.failed (applyPartialRefundFailed) moved the version on and
+	// brought the reserved total back to 0.
+	if t, err := rs.RefundTotals(ctx, o.TenantID, o.ID); err != nil || t.Captured == 0 {
 		return chargeKey(o.ID, version)
 	}
 	if a, err := s.store.GetAttempt(ctx, chargeKey(o.ID, version)); err == nil && a.Status == payment.AttemptSucceeded {

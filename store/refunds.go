@@ -72,6 +72,7 @@ type RefundTotals struct {
 // (a provider's refund.failed event, taken in while the lease held it)
 // and Rejected is set, the key is completed with Rejected instead: the
 // refund never reached the customer, so its key never answers it.
+// FinishRefund then returns ErrRefundSettledRejected (committed).
 type RefundFinish struct {
 	Outcome   *idempotency.Record
 	Rejected  *idempotency.Record
@@ -80,16 +81,22 @@ type RefundFinish struct {
 	Event     func(o order.Order, t RefundTotals) event.Event
 }
 
+// ErrRefundSettledRejected is returned by FinishRefund when it completed
+// the key with RefundFinish.Rejected instead of its Outcome (the attempt
+// was settled rejected first). Its transaction committed: the caller
+// answers the rejection, as the key's replays do.
+var ErrRefundSettledRejected = errors.New("store: the refund was settled rejected first; its key holds the rejection")
+
 // RefundStore is the capability of a store that keeps partial refunds
 // (both stores have it). Each method is one transaction.
 type RefundStore interface {
 	// ReserveRefund records refund r for the key held by lease, in one
 	// transaction fenced by the lease: it locks the order, and unless
-	// r.ProviderKey names an attempt already (then returned as stored,
-	// re-reserved and re-opened as pending only if it had failed), it
-	// checks the order is PAID or FULFILLED (ErrRefundState), that no
-	// other provider attempt on the order than its refunds is open
-	// (ErrAttemptInFlight), and reserves r.Amount with a compare-and-set on
+	// r.ProviderKey names an attempt already that has not failed (then
+	// returned as stored), it checks the order is PAID or FULFILLED
+	// (ErrRefundState), that no other provider attempt on the order than
+	// its refunds is open (ErrAttemptInFlight), and reserves r.Amount (a
+	// failed attempt is then re-opened as pending) with a compare-and-set on
 	// the order's reserved total (ErrRefundExceedsCaptured), then records
 	// the attempt (pending) and sets the key's recovery point to it.
 	// Errors also: ErrLeaseLost, ErrNotFound (no such order). It returns
@@ -155,7 +162,8 @@ type RefundReverser interface {
 	// is succeeded (ErrVersionConflict otherwise: never succeeded, or
 	// reversed already; nothing written). The refund's amount is taken off
 	// the order's refunded and reserved totals (the money is the
-	// merchant's again and may be refunded again), the order's version
+	// merchant's again: a PAID or FULFILLED order may refund it again;
+	// the caller never reverses a refund of a CANCELLED order), the order's version
 	// moves on by one and ev's event (given the order and totals after) is
 	// appended. The refund's idempotency keys keep their outcome: a replay
 	// answers the refund's first answer (draft-ietf-httpapi-idempotency-

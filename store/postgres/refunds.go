@@ -145,8 +145,10 @@ func (s *Store) ReserveRefund(ctx context.Context, l store.Lease, r store.Refund
 			return err
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return err
-		case err != nil:
-			// A new refund: the order must take one, and no other call
+		default:
+			// A new refund, or a failed one reopened: the order must take
+			// one (a reopened refund of an order cancelled meanwhile must
+			// not fit under totals a reversal reopened), and no other call
 			// on it (a shipment, the cancel's refund) may be open.
 			if st != order.Paid && st != order.Fulfilled {
 				return store.ErrRefundState
@@ -234,7 +236,9 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 		// Rolled back: the key is completed with the rejection instead
 		// (the same lock order, key first; rejected is final).
 		f.Outcome = f.Rejected
-		err = finish(f)
+		if err = finish(f); err == nil {
+			return t, store.ErrRefundSettledRejected
+		}
 	}
 	return t, translate(err)
 }

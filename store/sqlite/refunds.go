@@ -105,7 +105,8 @@ func (s *Store) ReserveRefund(ctx context.Context, l store.Lease, r store.Refund
 			return err
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return err
-		case err != nil:
+		default:
+			// A new refund, or a failed one reopened (as store/postgres's).
 			if st != order.Paid && st != order.Fulfilled {
 				return store.ErrRefundState
 			}
@@ -185,7 +186,9 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 		// Rolled back: the key is completed with the rejection instead
 		// (the same lock order, key first; rejected is final).
 		f.Outcome = f.Rejected
-		err = finish(f)
+		if err = finish(f); err == nil {
+			return t, store.ErrRefundSettledRejected
+		}
 	}
 	return t, translate(err)
 }

@@ -369,7 +369,8 @@ func (c *Checker) Check(ctx context.Context, b *book.Book) (Report, error) {
 			c.checkOp(&rep, op, keys, byID, now())
 		}
 		if len(found) == 1 {
-			c.checkState(&rep, o, found[0], ops, attempts[found[0].id], refunded[found[0].id], ledger)
+			dbRefunded, hasTotals := refunded[found[0].id]
+			c.checkState(&rep, o, found[0], ops, attempts[found[0].id], dbRefunded, hasTotals, ledger)
 		}
 	}
 	markers := make([]string, 0, len(byMarker))
@@ -652,9 +653,10 @@ func reachable(from, to string) bool {
 // order's provider holds its amount less its refunded total (dbRefunded,
 // minor units), which must be what the provider refunded, by as many
 // refunds as the order's partial refund attempts that succeeded; a
-// CANCELLED one nets to nothing. Money refunded never exceeds money
+// CANCELLED one nets to nothing, and when it has totals (it was cancelled
+// from PAID: hasTotals) they hold what the provider refunded. Money refunded never exceeds money
 // captured.
-func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*book.Op, att map[string]int, dbRefunded int64, ledger map[string]*orderLedger) {
+func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*book.Op, att map[string]int, dbRefunded int64, hasTotals bool, ledger map[string]*orderLedger) {
 	ref := o.Marker + "/" + row.id
 	asked := map[string]bool{}
 	shipRefused := false // a fulfil answered 422: the warehouse refused the shipment for good
@@ -737,6 +739,9 @@ func (c *Checker) checkState(rep *Report, o *book.OrderRec, row dbOrder, ops []*
 	case paidState && (dbRefunded != l.refunded || partial != l.refunds):
 		rep.Add(AnomalyRefundTotals, ref, "state %s: the order's refunded total is %d by %d partial refunds, the provider refunded %d in %d refunds",
 			row.state, dbRefunded, partial, l.refunded, l.refunds)
+	case row.state == "CANCELLED" && hasTotals && dbRefunded != l.refunded:
+		rep.Add(AnomalyRefundTotals, ref, "state CANCELLED: the order's refunded total is %d, the provider refunded %d of %d captured",
+			dbRefunded, l.refunded, l.captured)
 	case row.state == "CANCELLED" && l.refunds != partial && l.refunds != partial+1:
 		rep.Add(AnomalyRefundTotals, ref, "state CANCELLED: %d partial refunds succeeded, the provider made %d refunds (want those and at most the cancel's)",
 			partial, l.refunds)
