@@ -243,3 +243,60 @@ func TestStripePartialRefundFailsBeforeOrderlyKnows(t *testing.T) {
 		})
 	}
 }
+
+// TestStripeRefundFailsDuringCancel (issue 16; found in review): a partial
+// refund's refund.failed taken in while the order's cancel has its refund
+// in flight (the cancel refunds what the provider says is left, and
+// records captured − refunded) is answered unavailable, so the provider
+// delivers it again; the cancel then records what it refunded; delivered
+// again once the order is CANCELLED, it is ignored (logged for a person):
+// the totals stay closed and equal to what the provider refunded.
+func TestStripeRefundFailsDuringCancel(t *testing.T) {
+	eachStripeStore(t, nil, func(t *testing.T, f *stripeFixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		if res, err := f.pay(o, "P", stripesim.MethodRefundFail); err != nil || res.Order.State != order.Paid {
+			t.Fatalf("pay = %+v, %v; want PAID", res, err)
+		}
+		p, err := f.refund(o, "R", 250)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := payment.ProviderEvent{Source: "stripe", EventID: "evt_p_failed", Type: payment.EventRefundFailed,
+			ObjectID: p.Refund.ProviderRef, Reference: payment.Reference{OrderID: o.ID, Key: p.Refund.ProviderKey},
+			Amount: 250, Currency: o.Currency}
+		var during error
+		hook := func(req payment.RefundRequest, _ payment.Refund, _ error) {
+			if req.Reference.Key != o.ID+"/refund" {
+				return
+			}
+			resp, err := http.Post(f.url+"/admin/stripe/refunds/"+p.Refund.ProviderRef+"/fail", "", nil)
+			if err != nil {
+				during = err
+				return
+			}
+			resp.Body.Close()
+			_, during = f.svc.TakeProviderEvent(ctx, ev)
+		}
+		f.gw.afterRefund.Store(&hook)
+		res, err := f.cancel(o, "C")
+		f.gw.afterRefund.Store(nil)
+		if err != nil || res.Order.State != order.Cancelled {
+			t.Fatalf("cancel = %+v, %v; want CANCELLED", res, err)
+		}
+		if apperr.ErrorCode(during) != apperr.EUnavailable {
+			t.Fatalf("refund.failed during the cancel's refund = %v, want unavailable (delivered again later)", during)
+		}
+		ev.EventID = "evt_p_failed_again"
+		if out, err := f.svc.TakeProviderEvent(ctx, ev); err != nil || out != service.InboxIgnored {
+			t.Fatalf("refund.failed after the cancel = %q, %v; want ignored", out, err)
+		}
+		got, err := f.svc.Get(ctx, "t1", o.ID)
+		if err != nil || got.State != order.Cancelled || *got.AmountRefunded != o.Amount {
+			t.Fatalf("order = %+v, %v; want CANCELLED with its totals closed", got, err)
+		}
+		if rs := f.refunds(t, o); len(rs) != 1 || rs[0] != o.Amount-250 {
+			t.Fatalf("paysim's refunds that did not fail %v, want the cancel's %d (the failed 250 is owed, logged)", rs, o.Amount-250)
+		}
+	})
+}
