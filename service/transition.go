@@ -1248,6 +1248,7 @@ func (s *Service) refund(ctx context.Context, rec idempotency.Record, a payment.
 	key := a.ProviderKey
 	if a.Status == payment.AttemptUnknown || !a.KeySentAt.IsZero() {
 		if rf, err := s.gateway.FindRefund(ctx, in.ID, ref); err == nil {
+			s.noteFailedCancelRefund(a, rf)
 			return callResult{class: succeeded, ref: rf.ID}
 		} else if !errors.Is(err, payment.ErrNotFound) {
 			return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
@@ -1266,11 +1267,13 @@ func (s *Service) refund(ctx context.Context, rec idempotency.Record, a payment.
 		rf, err := s.gateway.Refund(ctx, payment.RefundRequest{IdempotencyKey: key, IntentID: in.ID, Amount: amount, Reference: ref})
 		switch {
 		case err == nil:
+			s.noteFailedCancelRefund(a, rf)
 			return callResult{class: succeeded, ref: rf.ID}
 		case errors.Is(err, payment.ErrNotFound):
 			return callResult{class: rejected, err: refundRejected()}
 		case payment.IsUnknownOutcome(err):
 			if rf, ferr := s.gateway.FindRefund(ctx, in.ID, ref); ferr == nil {
+				s.noteFailedCancelRefund(a, rf)
 				return callResult{class: succeeded, ref: rf.ID}
 			}
 			return callResult{class: unknown, err: unknownErr("payment provider")}
@@ -1286,6 +1289,18 @@ func (s *Service) refund(ctx context.Context, rec idempotency.Record, a payment.
 			return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
 		}
 	})
+}
+
+// noteFailedCancelRefund logs, at error level, a cancel's refund rf that
+// the provider answers failed or canceled: the cancel still happens (the
+// goods will not ship; its refund attempt is recorded as sent), but the
+// customer has not received the money, which a person returns another way,
+// as for a cancel's refund that fails later (applyProviderEvent).
+func (s *Service) noteFailedCancelRefund(a payment.Attempt, rf payment.Refund) {
+	if rf.Status == payment.RefundFailed || rf.Status == payment.RefundCanceled {
+		s.cfg.Logger.Error("a provider reports a cancelled order's refund failed: the customer has not received it; return it another way",
+			"order_id", a.OrderID, "provider_key", a.ProviderKey, "refund_id", rf.ID, "amount", rf.Amount, "status", rf.Status)
+	}
 }
 
 // refundOrphanedCharge refunds the charge a pay may have captured for an
