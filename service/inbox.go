@@ -270,7 +270,7 @@ func (s *Service) applyProviderEvent(ctx context.Context, tx store.Executor, ev 
 			return "", err
 		}
 		// The change's event, in the change's transaction (the outbox).
-		ev, err := s.changeEvent(ctx, tx, *next, upd.ProviderRef, now)
+		ev, err := s.changeEvent(ctx, tx, *next, upd.ProviderRef, nil, now)
 		if err != nil {
 			return "", err
 		}

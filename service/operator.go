@@ -382,7 +382,7 @@ func (p *Operations) settleParked(ctx context.Context, tx store.OperatorExecutor
 		if err := tx.CompareAndSetOrder(ctx, *next, a.ProviderKey); err != nil {
 			return res, err
 		}
-		ev, err := p.s.changeEvent(ctx, tx, *next, upd.ProviderRef, now)
+		ev, err := p.s.changeEvent(ctx, tx, *next, upd.ProviderRef, nil, now)
 		if err != nil {
 			return res, err
 		}

@@ -411,10 +411,11 @@ func (s *Service) uncaptured(ctx context.Context, o order.Order) bool {
 // refund fits afterwards) and the cancel's refund attempt records that
 // amount, and the order.cancelled event carries the refund (its provider
 // key refundKey, ref the provider's refund id when known, the amount in
-// minor units, the totals after); a cancel whose authorization was voided
+// minor units — refunded, what the provider's refund returned, when known
+// — the totals after); a cancel whose authorization was voided
 // instead (capture at fulfilment) records nothing. Errors: those of CloseRefunds
 // (store.ErrAttemptInFlight when a partial refund is in flight).
-func (s *Service) changeEvent(ctx context.Context, tx store.Executor, next order.Order, ref string, now time.Time) (event.Event, error) {
+func (s *Service) changeEvent(ctx context.Context, tx store.Executor, next order.Order, ref string, refunded *int64, now time.Time) (event.Event, error) {
 	ev := event.For(next, now)
 	rc, ok := tx.(store.RefundCloser)
 	if next.State != order.Cancelled || next.PaidAt == nil || !ok {
@@ -429,7 +430,7 @@ func (s *Service) changeEvent(ctx context.Context, tx store.Executor, next order
 			return ev, err
 		}
 	}
-	amount, t, err := rc.CloseRefunds(ctx, next.TenantID, next.ID, refundKey(next.ID))
+	amount, t, err := rc.CloseRefunds(ctx, next.TenantID, next.ID, refundKey(next.ID), refunded)
 	if err != nil {
 		return ev, err
 	}

@@ -300,3 +300,54 @@ func TestStripeRefundFailsDuringCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestStripeCancelRecordsWhatItRefunded (issue 16; found by a new-user
+// trial): a partial refund fails at the provider and the order is
+// cancelled before its refund.failed is taken in. The cancel refunds what
+// the provider says is left (the whole amount) and records that, not
+// captured − refunded, on its attempt, so the provider's event about the
+// cancel's refund matches it; the late refund.failed is ignored and the
+// totals stay closed.
+func TestStripeCancelRecordsWhatItRefunded(t *testing.T) {
+	eachStripeStore(t, nil, func(t *testing.T, f *stripeFixture) {
+		ctx := context.Background()
+		o := f.order(t)
+		if res, err := f.pay(o, "P", stripesim.MethodRefundFail); err != nil || res.Order.State != order.Paid {
+			t.Fatalf("pay = %+v, %v; want PAID", res, err)
+		}
+		p, err := f.refund(o, "R", 250)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Post(f.url+"/admin/stripe/refunds/"+p.Refund.ProviderRef+"/fail", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if res, err := f.cancel(o, "C"); err != nil || res.Order.State != order.Cancelled {
+			t.Fatalf("cancel = %+v, %v; want CANCELLED", res, err)
+		}
+		a, err := f.st.GetAttempt(ctx, o.ID+"/refund")
+		if err != nil || a.Status != payment.AttemptSucceeded || a.Amount != o.Amount {
+			t.Fatalf("the cancel's refund attempt = %+v, %v; want succeeded with %d (what the provider refunded)", a, err, o.Amount)
+		}
+		if rs := f.refunds(t, o); len(rs) != 1 || rs[0] != o.Amount {
+			t.Fatalf("paysim's refunds that did not fail %v, want the cancel's %d", rs, o.Amount)
+		}
+		out, err := f.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "stripe", EventID: "evt_cancel_refund",
+			Type: payment.EventRefundSucceeded, ObjectID: a.ProviderRef, Reference: payment.Reference{OrderID: o.ID, Key: a.ProviderKey},
+			Amount: o.Amount, Currency: o.Currency})
+		if err != nil || out != service.InboxAlreadySettled {
+			t.Fatalf("the cancel's refund event = %q, %v; want already_settled (its amount matches)", out, err)
+		}
+		out, err = f.svc.TakeProviderEvent(ctx, payment.ProviderEvent{Source: "stripe", EventID: "evt_p_failed",
+			Type: payment.EventRefundFailed, ObjectID: p.Refund.ProviderRef, Reference: payment.Reference{OrderID: o.ID, Key: p.Refund.ProviderKey},
+			Amount: 250, Currency: o.Currency})
+		if err != nil || out != service.InboxIgnored {
+			t.Fatalf("the late refund.failed = %q, %v; want ignored", out, err)
+		}
+		if got, err := f.svc.Get(ctx, "t1", o.ID); err != nil || *got.AmountRefunded != o.Amount {
+			t.Fatalf("order = %+v, %v; want its totals closed at %d", got, err, o.Amount)
+		}
+	})
+}

@@ -107,6 +107,10 @@ type callResult struct {
 	// authorized is the intent of a charge that only authorized (capture
 	// at fulfilment): its phase 3 records the authorization.
 	authorized *payment.Intent
+	// refunded is what a cancel's refund returned at the provider (minor
+	// units) when known: the refund's amount, or 0 when nothing was left
+	// to refund; nil when unknown.
+	refunded *int64
 }
 
 // operations maps an event to the operation its key is claimed for.
@@ -369,7 +373,7 @@ func (s *Service) drive(ctx context.Context, rec idempotency.Record, leaseEnd ti
 				r = callResult{class: unknown, err: r.err}
 			}
 		}
-		upd := &store.AttemptUpdate{ProviderKey: stored.ProviderKey, ProviderRef: r.ref, At: s.cfg.Now()}
+		upd := &store.AttemptUpdate{ProviderKey: stored.ProviderKey, ProviderRef: r.ref, Refunded: r.refunded, At: s.cfg.Now()}
 		switch r.class {
 		case succeeded:
 			upd.Status = payment.AttemptSucceeded
@@ -579,11 +583,11 @@ func (s *Service) finish(ctx context.Context, lease store.Lease, out *idempotenc
 				return err
 			}
 			// The outbox: the change's event commits with it or not at all.
-			ref := ""
+			ref, refunded := "", (*int64)(nil)
 			if upd != nil {
-				ref = upd.ProviderRef
+				ref, refunded = upd.ProviderRef, upd.Refunded
 			}
-			ev, err := s.changeEvent(ctx, tx, *next, ref, s.cfg.Now())
+			ev, err := s.changeEvent(ctx, tx, *next, ref, refunded, s.cfg.Now())
 			if err != nil {
 				return err
 			}
@@ -970,7 +974,7 @@ func (s *Service) settleAwaiting(ctx context.Context, next order.Order, upd stor
 				}
 			}
 		}
-		ev, err := s.changeEvent(ctx, tx, next, upd.ProviderRef, upd.At)
+		ev, err := s.changeEvent(ctx, tx, next, upd.ProviderRef, upd.Refunded, upd.At)
 		if err != nil {
 			return err
 		}
@@ -1249,7 +1253,7 @@ func (s *Service) refund(ctx context.Context, rec idempotency.Record, a payment.
 	if a.Status == payment.AttemptUnknown || !a.KeySentAt.IsZero() {
 		if rf, err := s.gateway.FindRefund(ctx, in.ID, ref); err == nil {
 			s.noteFailedCancelRefund(a, rf)
-			return callResult{class: succeeded, ref: rf.ID}
+			return callResult{class: succeeded, ref: rf.ID, refunded: &rf.Amount}
 		} else if !errors.Is(err, payment.ErrNotFound) {
 			return callResult{class: unknown, err: s.unknownAfter("payment provider", err)}
 		}
@@ -1268,13 +1272,13 @@ func (s *Service) refund(ctx context.Context, rec idempotency.Record, a payment.
 		switch {
 		case err == nil:
 			s.noteFailedCancelRefund(a, rf)
-			return callResult{class: succeeded, ref: rf.ID}
+			return callResult{class: succeeded, ref: rf.ID, refunded: &rf.Amount}
 		case errors.Is(err, payment.ErrNotFound):
 			return callResult{class: rejected, err: refundRejected()}
 		case payment.IsUnknownOutcome(err):
 			if rf, ferr := s.gateway.FindRefund(ctx, in.ID, ref); ferr == nil {
 				s.noteFailedCancelRefund(a, rf)
-				return callResult{class: succeeded, ref: rf.ID}
+				return callResult{class: succeeded, ref: rf.ID, refunded: &rf.Amount}
 			}
 			return callResult{class: unknown, err: unknownErr("payment provider")}
 		case errors.Is(err, payment.ErrIdempotencyKeyReused):

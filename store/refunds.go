@@ -121,15 +121,18 @@ type RefundStore interface {
 type RefundCloser interface {
 	// CloseRefunds records that the cancel's refund attempt providerKey
 	// refunded what the order's partial refunds left, in minor units:
-	// amount = captured − refunded (the order's whole amount when no
-	// partial refund was ever reserved, its totals row then created with
-	// captured = the order's amount). The totals become reserved =
-	// refunded = captured, so no later partial refund fits, and the
-	// attempt's amount becomes amount. It returns amount and the totals
-	// after. Errors: ErrAttemptInFlight (a partial refund is reserved and
-	// not settled: reserved ≠ refunded; nothing written), ErrNotFound (no
-	// such order).
-	CloseRefunds(ctx context.Context, tenantID, orderID, providerKey string) (amount int64, t RefundTotals, err error)
+	// amount = *refunded, what the provider's refund returned, when the
+	// caller knows it (it exceeds captured − refunded when a partial
+	// refund failed at the provider before the cancel asked, its
+	// refund.failed not taken in yet), else captured − refunded (the
+	// order's whole amount when no partial refund was ever reserved, its
+	// totals row then created with captured = the order's amount). The
+	// totals become reserved = refunded = captured, so no later partial
+	// refund fits, and the attempt's amount becomes amount. It returns
+	// amount and the totals after. Errors: ErrAttemptInFlight (a partial
+	// refund is reserved and not settled: reserved ≠ refunded; nothing
+	// written), ErrNotFound (no such order).
+	CloseRefunds(ctx context.Context, tenantID, orderID, providerKey string, refunded *int64) (amount int64, t RefundTotals, err error)
 }
 
 // OpenRefundSettler is the capability of an Executor whose store keeps

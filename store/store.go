@@ -192,6 +192,11 @@ type AttemptUpdate struct {
 	ProviderRef string
 	ErrorCode   string
 	At          time.Time
+	// Refunded, on a cancel's refund attempt that succeeded, is what the
+	// provider's refund returned (minor units), when known; nil otherwise.
+	// SettleAttempt ignores it; the cancel's transaction records it
+	// (RefundCloser.CloseRefunds).
+	Refunded *int64
 }
 
 // SweepResult counts what one Sweep did.

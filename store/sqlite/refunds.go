@@ -339,7 +339,7 @@ const setAttemptAmount = `UPDATE provider_attempts SET amount = ?2 WHERE provide
 
 // CloseRefunds implements store.RefundCloser; it must run in a
 // transaction (IMMEDIATE: the order needs no row lock).
-func (e executor) CloseRefunds(ctx context.Context, tenantID, orderID, providerKey string) (int64, store.RefundTotals, error) {
+func (e executor) CloseRefunds(ctx context.Context, tenantID, orderID, providerKey string, refunded *int64) (int64, store.RefundTotals, error) {
 	t, found, err := e.totals(ctx, selectRefundTotals, orderID, tenantID)
 	if err != nil {
 		return 0, t, err
@@ -358,6 +358,9 @@ func (e executor) CloseRefunds(ctx context.Context, tenantID, orderID, providerK
 		return 0, t, store.ErrAttemptInFlight
 	}
 	amount := t.Captured - t.Refunded
+	if refunded != nil {
+		amount = *refunded
+	}
 	if t, _, err = e.totals(ctx, closeRefundTotals, orderID, tenantID); err != nil {
 		return 0, t, err
 	}

@@ -26,7 +26,7 @@ func testCloseRefunds(t *testing.T, open func(t *testing.T) *subject) {
 					t.Fatal("the tx is not a store.RefundCloser")
 				}
 				var err error
-				amount, tot, err = rc.CloseRefunds(ctx, "tenant-a", o.ID, o.ID+"/refund")
+				amount, tot, err = rc.CloseRefunds(ctx, "tenant-a", o.ID, o.ID+"/refund", nil)
 				return err
 			})
 			return amount, tot, err
