@@ -213,7 +213,7 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 			} else if err := e.ReleaseKey(ctx, l, f.ReleaseTo); err != nil {
 				return err
 			}
-			t, err = e.settleRefund(ctx, f.Update, f.Event, settleOpenAttempt)
+			t, err = e.settleRefund(ctx, f.Update, f.Event, settleOpen)
 			if !errors.Is(err, errNotSettled) {
 				return err
 			}
@@ -247,18 +247,35 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 // attempt settled rejected first.
 var errSettledRejected = errors.New("postgres: refund attempt settled rejected first")
 
+// refundGuard is how settleRefund settles a partial refund's attempt: sql,
+// a guarded UPDATE of provider_attempts taking (key, status, provider ref,
+// error code, at) and returning the attempt's amount (no row: the attempt
+// was in no state it settles); reverses, whether the attempt had succeeded
+// and its amount comes off the refunded and reserved totals (a refund that
+// failed at the provider later) rather than being settled from open.
+type refundGuard struct {
+	sql      string
+	reverses bool
+}
+
+var (
+	settleOpen       = refundGuard{sql: settleOpenAttempt}
+	settleParkedOnly = refundGuard{sql: settleParkedRefund}
+	reverseSucceeded = refundGuard{sql: reverseSucceededRefund, reverses: true}
+)
+
 // errNotSettled is settleRefund's answer when its guarded statement found
 // the attempt in no state it settles: nothing was written.
 var errNotSettled = errors.New("postgres: refund attempt not settled")
 
 // settleRefund settles the partial refund's attempt u.ProviderKey with
-// settleSQL (a guarded UPDATE of provider_attempts taking the parameters
-// of settleOpenAttempt and returning the attempt's amount; errNotSettled
-// when it changed no row), after locking the order's row: to succeeded,
-// the order's refunded total grows by the amount, its version moves on
-// and ev's event is appended; to declined, rejected or failed, the
-// reservation is released. It returns the totals after.
-func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event, settleSQL string) (store.RefundTotals, error) {
+// guard g (errNotSettled when its UPDATE changed no row), after locking
+// the order's row: reversed (g.reverses), the amount comes off the refunded
+// and reserved totals, the version moves on and ev's event is appended;
+// to succeeded, the order's refunded total grows by the amount, its
+// version moves on and ev's event is appended; to declined, rejected or
+// failed, the reservation is released. It returns the totals after.
+func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event, g refundGuard) (store.RefundTotals, error) {
 	r, t, err := e.getRefund(ctx, u.ProviderKey)
 	if err != nil {
 		return t, err
@@ -271,7 +288,7 @@ func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev fu
 	}
 	var amount int64
 	settled := false
-	if err := e.db.query(ctx, settleSQL, []any{u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+	if err := e.db.query(ctx, g.sql, []any{u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
 		nullable(u.ErrorCode), u.At}, func(rows pgx.Rows) error {
 		for rows.Next() {
 			if err := rows.Scan(&amount); err != nil {
@@ -287,7 +304,7 @@ func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev fu
 		return t, errNotSettled
 	}
 	switch {
-	case settleSQL == reverseSucceededRefund:
+	case g.reverses:
 		if t, _, err = e.totals(ctx, takeBackRefunded, r.OrderID, amount); err != nil {
 			return t, err
 		}
@@ -340,7 +357,7 @@ var _ store.RefundReverser = executor{}
 // ReverseRefund implements store.RefundReverser with
 // reverseSucceededRefund's guard.
 func (e executor) ReverseRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
-	t, err := e.settleRefund(ctx, u, ev, reverseSucceededRefund)
+	t, err := e.settleRefund(ctx, u, ev, reverseSucceeded)
 	if errors.Is(err, errNotSettled) {
 		return t, store.ErrVersionConflict
 	}
@@ -357,7 +374,7 @@ var _ store.OpenRefundSettler = executor{}
 // SettleOpenRefund implements store.OpenRefundSettler with
 // settleOpenAttempt's guard.
 func (e executor) SettleOpenRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
-	t, err := e.settleRefund(ctx, u, ev, settleOpenAttempt)
+	t, err := e.settleRefund(ctx, u, ev, settleOpen)
 	if errors.Is(err, errNotSettled) {
 		return t, store.ErrVersionConflict
 	}
@@ -368,7 +385,7 @@ var _ store.ParkedRefundSettler = opExecutor{}
 
 // SettleParkedRefund implements store.ParkedRefundSettler.
 func (e opExecutor) SettleParkedRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
-	t, err := e.settleRefund(ctx, u, ev, settleParkedRefund)
+	t, err := e.settleRefund(ctx, u, ev, settleParkedOnly)
 	if errors.Is(err, errNotSettled) {
 		return t, store.ErrVersionConflict
 	}

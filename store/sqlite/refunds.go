@@ -163,7 +163,7 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 			} else if err := e.ReleaseKey(ctx, l, f.ReleaseTo); err != nil {
 				return err
 			}
-			t, err = e.settleRefund(ctx, f.Update, f.Event, settleOpenAttempt)
+			t, err = e.settleRefund(ctx, f.Update, f.Event, settleOpen)
 			if !errors.Is(err, errNotSettled) {
 				return err
 			}
@@ -197,20 +197,37 @@ func (s *Store) FinishRefund(ctx context.Context, l store.Lease, f store.RefundF
 // attempt settled rejected first.
 var errSettledRejected = errors.New("sqlite: refund attempt settled rejected first")
 
+// refundGuard is how settleRefund settles a partial refund's attempt: sql,
+// a guarded UPDATE of provider_attempts taking (key, status, provider ref,
+// error code, at) and returning the attempt's amount (no row: the attempt
+// was in no state it settles); reverses, whether the attempt had succeeded
+// and its amount comes off the refunded and reserved totals (a refund that
+// failed at the provider later) rather than being settled from open.
+type refundGuard struct {
+	sql      string
+	reverses bool
+}
+
+var (
+	settleOpen       = refundGuard{sql: settleOpenAttempt}
+	settleParkedOnly = refundGuard{sql: settleParkedRefund}
+	reverseSucceeded = refundGuard{sql: reverseSucceededRefund, reverses: true}
+)
+
 // errNotSettled is settleRefund's answer when its guarded statement found
 // the attempt in no state it settles: nothing was written.
 var errNotSettled = errors.New("sqlite: refund attempt not settled")
 
 // settleRefund mirrors store/postgres's: it settles the partial refund's
-// attempt u.ProviderKey with settleSQL (errNotSettled when it changed no
+// attempt u.ProviderKey with guard g (errNotSettled when it changed no
 // row) and applies the effects on the totals, the order and the outbox.
-func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event, settleSQL string) (store.RefundTotals, error) {
+func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event, g refundGuard) (store.RefundTotals, error) {
 	r, t, err := e.getRefund(ctx, u.ProviderKey)
 	if err != nil {
 		return t, err
 	}
 	var amount int64
-	err = e.c.QueryRowContext(ctx, settleSQL, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
+	err = e.c.QueryRowContext(ctx, g.sql, u.ProviderKey, string(u.Status), nullable(u.ProviderRef),
 		nullable(u.ErrorCode), micros(u.At)).Scan(&amount)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -219,7 +236,7 @@ func (e executor) settleRefund(ctx context.Context, u store.AttemptUpdate, ev fu
 		return t, translate(err)
 	}
 	switch {
-	case settleSQL == reverseSucceededRefund:
+	case g.reverses:
 		if t, _, err = e.totals(ctx, takeBackRefunded, r.OrderID, amount); err != nil {
 			return t, err
 		}
@@ -268,7 +285,7 @@ var _ store.RefundReverser = executor{}
 // ReverseRefund implements store.RefundReverser with
 // reverseSucceededRefund's guard.
 func (e executor) ReverseRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
-	t, err := e.settleRefund(ctx, u, ev, reverseSucceededRefund)
+	t, err := e.settleRefund(ctx, u, ev, reverseSucceeded)
 	if errors.Is(err, errNotSettled) {
 		return t, store.ErrVersionConflict
 	}
@@ -284,7 +301,7 @@ var _ store.OpenRefundSettler = executor{}
 // SettleOpenRefund implements store.OpenRefundSettler with
 // settleOpenAttempt's guard.
 func (e executor) SettleOpenRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
-	t, err := e.settleRefund(ctx, u, ev, settleOpenAttempt)
+	t, err := e.settleRefund(ctx, u, ev, settleOpen)
 	if errors.Is(err, errNotSettled) {
 		return t, store.ErrVersionConflict
 	}
@@ -295,7 +312,7 @@ var _ store.ParkedRefundSettler = opExecutor{}
 
 // SettleParkedRefund implements store.ParkedRefundSettler.
 func (e opExecutor) SettleParkedRefund(ctx context.Context, u store.AttemptUpdate, ev func(order.Order, store.RefundTotals) event.Event) (store.RefundTotals, error) {
-	t, err := e.settleRefund(ctx, u, ev, settleParkedRefund)
+	t, err := e.settleRefund(ctx, u, ev, settleParkedOnly)
 	if errors.Is(err, errNotSettled) {
 		return t, store.ErrVersionConflict
 	}
